@@ -1,0 +1,893 @@
+"""Check and time solutions on the task's workloads: `python bench.py SOLUTION [SOLUTION ...]`.
+
+Processes. The parent (this command) never imports a solution. Per solution and world it starts one process per
+rank with torchrun's environment (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT; env:// rendezvous),
+NCCL on GPUs (rank r on GPU r) and gloo on the CPU, plus a gloo group of the harness's own for barriers and
+gathers. Each rank loads the solution, calls `prepare` once (untimed), then serves calls. Rank 0 reads the
+parent's commands from a pipe and broadcasts them; every rank writes its results to a pipe of its own, so the
+parent hears a failing rank even while the others are stuck in a collective. A call that outlives its timeout, an
+exception or a dead rank ends that process group (killed as a whole: no orphans); the next workload gets a new one.
+
+Timing (per call; the method):
+  1. Before the window, on every rank: inputs in place, `out` poisoned with NaN, device synchronised.
+  2. A CPU barrier (gloo), then each rank stamps t0 (CLOCK_MONOTONIC, common to the host's processes).
+  3. run(z, weights, rank, world, pg, out); then a device synchronise on every rank; each rank stamps t1.
+  4. The call's time is max(t1) - min(t0) over the ranks. The parent stamps when it sent the command and when the
+     results came back; every rank's stamps must lie inside that window and the parent's span may exceed the
+     call's by at most max(50 ms, 5%), else the call is invalid. Statistics are computed here, in the parent.
+  Warm-up calls (checked like the rest) precede the timed ones. Timed calls repeat until the standard error of
+  the median is under 0.5% of it (about a 1% half-width at 95%) after at least --min-reps, or until --time-cap
+  seconds of calls, or --max-reps. The working set (GBs) is far beyond L2, so no cache flush between calls.
+
+Checking (every call, warm-up and timed): `out`'s storage, shape and strides unchanged; z and the weights
+unchanged; every element finite and in [-1, 1] (NaN left from the poison means an unwritten element); max|d| and
+rms(d) against the fp32 reference within spec.allowance; PSNR shown.
+
+Statuses: passed, incorrect, input modified, runtime error, crash, timeout, build error, load error,
+invalid timing, skipped, harness error.
+"""
+import argparse
+import datetime
+import hashlib
+import json
+import math
+import os
+import platform
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+
+import spec
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+STATUSES = ("passed", "incorrect", "input modified", "runtime error", "crash", "timeout", "build error",
+            "load error", "invalid timing", "skipped", "harness error")
+ENV_SAFETY = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+STARTUP_S = 300.0          # load, build cache, prepare, first-call autotuning
+
+
+def call_timeout(workload, geometry, cpu, scale=1.0, first=False):
+    """Seconds a call may take before it is a timeout: generous, from the workload's FLOPs at a slow rate (the
+    first call of a process also gets the time for autotuning and compiling)."""
+    flops = spec.bounds(workload, geometry)["flops"]
+    rate = 2e9 if cpu else 20e12   # fp32-ish worst cases: a 2-core CPU, an unoptimised GPU decode
+    return scale * (60.0 + flops / rate + (STARTUP_S if first else 0.0))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Rank side
+# ----------------------------------------------------------------------------------------------------------------
+
+class _Rank:
+    """One rank's process: solution, data and the harness's groups."""
+
+    def __init__(self, args):
+        import torch
+        import torch.distributed as dist
+        self.torch, self.dist = torch, dist
+        self.rank, self.world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        self.geometry = spec.GEOMETRIES[args.geometry]
+        self.cpu = args.device == "cpu"
+        self.out_fd = int(os.environ["WAN_BENCH_RESULT_FD"])
+        self.cmd_fd = int(os.environ["WAN_BENCH_CMD_FD"]) if self.rank == 0 else None
+        self._cmd_buf = b""
+        if self.cpu:
+            self.device = torch.device("cpu")
+            dist.init_process_group("gloo", init_method="env://")
+            self.pg = dist.group.WORLD
+            self.hg = dist.new_group(backend="gloo")
+        else:
+            self.device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", self.rank)))
+            torch.cuda.set_device(self.device)
+            dist.init_process_group("nccl", init_method="env://", device_id=self.device)
+            self.pg = dist.group.WORLD
+            self.hg = dist.new_group(backend="gloo")
+        self.solution_path = args.solution
+        self.refs = {}
+
+    # -- pipes
+    def send(self, **msg):
+        data = (json.dumps(msg) + "\n").encode()
+        while data:
+            data = data[os.write(self.out_fd, data):]
+
+    def read_command(self):
+        while b"\n" not in self._cmd_buf:
+            chunk = os.read(self.cmd_fd, 65536)
+            if not chunk:
+                return {"op": "quit"}
+            self._cmd_buf += chunk
+        line, self._cmd_buf = self._cmd_buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def command(self):
+        box = [self.read_command() if self.rank == 0 else None]
+        self.dist.broadcast_object_list(box, src=0, group=self.hg)
+        return box[0]
+
+    def sync(self):
+        if not self.cpu:
+            self.torch.cuda.synchronize(self.device)
+
+    # -- life
+    def serve(self):
+        import loader
+        torch = self.torch
+        info = {"rank": self.rank, "device": str(self.device), "torch": torch.__version__}
+        if not self.cpu:
+            info.update(gpu=torch.cuda.get_device_name(self.device), cudnn=torch.backends.cudnn.version(),
+                        nccl=".".join(map(str, torch.cuda.nccl.version())))
+        try:
+            import triton
+            info["triton"] = triton.__version__
+        except ImportError:
+            info["triton"] = None
+        try:
+            solution = loader.load(self.solution_path)
+        except Exception as e:
+            self.send(type="error", status="load error", rank=self.rank, error=_short(e), trace=traceback.format_exc())
+            return
+        weights = spec.load_weights(self.device, self.geometry)
+        self.weights_given = weights
+        t0 = time.perf_counter()
+        if solution.prepare is not None:
+            try:
+                prepared = solution.prepare(weights, self.rank, self.world, self.pg)
+                self.sync()
+            except Exception as e:
+                self.send(type="error", status="runtime error", rank=self.rank, phase="prepare", error=_short(e),
+                          trace=traceback.format_exc())
+                return
+            if not isinstance(prepared, (list, tuple)) or not all(isinstance(t, torch.Tensor) for t in prepared):
+                self.send(type="error", status="runtime error", rank=self.rank, phase="prepare",
+                          error=f"prepare returned {type(prepared).__name__}, expected a list of tensors")
+                return
+            weights = list(prepared)
+        info["prepare_s"] = time.perf_counter() - t0
+        self.run, self.weights = solution.run, weights
+        self.weights_copy = [w.cpu().clone() for w in weights]   # host copies: not in the GPU's peak
+        self.send(type="ready", **info)
+        while True:
+            cmd = self.command()
+            if cmd["op"] == "quit":
+                return
+            getattr(self, cmd["op"])(cmd)
+
+    def setup(self, cmd):
+        """Before the window: this call's inputs, `out` poisoned with NaN, the layout to hold it to."""
+        torch = self.torch
+        workload = cmd["workload"]
+        z, = spec.make_inputs(workload, self.device, self.geometry)
+        shape = spec.output_shape(workload, self.geometry) if self.rank == 0 else (0,)
+        out = torch.empty(shape, dtype=torch.bfloat16, device=self.device)
+        out.fill_(float("nan"))
+        self.armed = {"workload": workload, "z": z, "z_copy": z.cpu(), "out": out,
+                      "layout": self.layout(out)}
+        self.sync()
+        self.dist.barrier(group=self.hg)
+        if self.rank == 0:
+            self.send(type="armed", workload=workload)
+
+    @staticmethod
+    def layout(out):
+        return (out.untyped_storage().data_ptr(), out.data_ptr(), tuple(out.shape), out.stride(), out.dtype)
+
+    def call(self, cmd):
+        """The timed window (barrier, stamp, run, device sync, stamp), then the checks outside it."""
+        torch, dist = self.torch, self.dist
+        a, self.armed = self.armed, None
+        z, out = a["z"], a["out"]
+        if not self.cpu:
+            torch.cuda.reset_peak_memory_stats(self.device)
+        dist.barrier(group=self.hg)
+        t0 = time.monotonic_ns()
+        try:
+            self.run(z, self.weights, self.rank, self.world, self.pg, out)
+            self.sync()
+        except Exception as e:
+            self.send(type="error", status="runtime error", rank=self.rank, error=_short(e),
+                      trace=traceback.format_exc())
+            return   # the parent ends the group: peers may be stuck in a collective
+        t1 = time.monotonic_ns()
+        peak = None if self.cpu else torch.cuda.max_memory_allocated(self.device)
+        stamps = [None] * self.world
+        dist.all_gather_object(stamps, {"rank": self.rank, "t0": t0, "t1": t1, "peak": peak}, group=self.hg)
+        if self.rank == 0:
+            self.send(type="timed", call=cmd["call"], stamps=stamps)
+        problems = []
+        if self.layout(out) != a["layout"]:
+            problems.append(("incorrect", "out's storage, shape or strides changed"))
+        if not torch.equal(z.cpu(), a["z_copy"]):
+            problems.append(("input modified", "z was modified"))
+        if not all(torch.equal(x.cpu(), y) for x, y in zip(self.weights, self.weights_copy)):
+            problems.append(("input modified", "the weights were modified"))
+        figures = self.check(a["workload"], out) if self.rank == 0 and not problems else None
+        found = [None] * self.world
+        dist.all_gather_object(found, problems, group=self.hg)
+        if self.rank == 0:
+            self.send(type="result", call=cmd["call"], problems=[p for f in found for p in f], figures=figures)
+
+    def check(self, workload, out):
+        """Figures of out against the clip's fp32 reference, frame chunk by frame chunk, in fp32."""
+        torch = self.torch
+        clip = spec.WORKLOADS[workload]["clip"]
+        if clip not in self.refs:
+            self.refs = {clip: spec.load_reference(clip, self.geometry)}
+        ref = self.refs[clip]
+        n, sq, max_abs, nonfinite, outside = 0, 0.0, 0.0, 0, 0
+        step = max(1, (1 << 27) // (ref[0, 0, 0].numel() * 3))
+        for f in range(0, ref.shape[2], step):
+            o = out[:, :, f:f + step].float()
+            r = ref[:, :, f:f + step].to(self.device, non_blocking=False).float()
+            finite = torch.isfinite(o)
+            nonfinite += int((~finite).sum())
+            outside += int((o.abs() > 1).sum())
+            d = torch.where(finite, o - r, torch.zeros_like(o))
+            sq += float((d.double() ** 2).sum())
+            max_abs = max(max_abs, float(d.abs().max()))
+            n += o.numel()
+        mse = sq / n
+        return {"max_abs": max_abs, "rms": math.sqrt(mse), "psnr_db": 10 * math.log10(4 / mse) if mse > 0 else math.inf,
+                "nonfinite": nonfinite, "outside": outside}
+
+
+def _short(e):
+    text = f"{type(e).__name__}: {e}"
+    return text if len(text) < 2000 else text[:2000] + " ..."
+
+
+def worker_main(argv):
+    p = argparse.ArgumentParser()
+    p.add_argument("--worker", action="store_true")
+    p.add_argument("--solution", required=True)
+    p.add_argument("--geometry", default="full")
+    p.add_argument("--device", default="cuda")
+    args = p.parse_args(argv)
+    rank = None
+    try:
+        r = _Rank(args)
+        rank = r
+        r.serve()
+    except Exception as e:
+        msg = {"type": "error", "status": "harness error", "rank": int(os.environ.get("RANK", -1)),
+               "error": _short(e), "trace": traceback.format_exc()}
+        os.write(int(os.environ["WAN_BENCH_RESULT_FD"]), (json.dumps(msg) + "\n").encode())
+    finally:
+        if rank is not None:
+            try:
+                rank.dist.destroy_process_group()
+            except Exception:
+                pass
+    # Leave without running atexit hooks or waiting on a solution's stray threads.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Parent side
+# ----------------------------------------------------------------------------------------------------------------
+
+class GroupFailed(Exception):
+    def __init__(self, status, message, rank=None):
+        super().__init__(message)
+        self.status, self.message, self.rank = status, message, rank
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RankGroup:
+    """The rank processes of one solution at one world size."""
+
+    def __init__(self, solution_path, world, geometry, cpu, log_dir):
+        self.world, self.cpu, self.procs, self.logs = world, cpu, [], []
+        self.buffers = {}
+        port = _free_port()
+        self.cmd_r, self.cmd_w = os.pipe()
+        self.result_fds = []
+        for r in range(world):
+            res_r, res_w = os.pipe()
+            env = dict(os.environ, **ENV_SAFETY, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(world),
+                       LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                       WAN_BENCH_RESULT_FD=str(res_w), PYTHONUNBUFFERED="1")
+            env.pop("WAN_BENCH_CMD_FD", None)
+            fds = [res_w]
+            if r == 0:
+                env["WAN_BENCH_CMD_FD"] = str(self.cmd_r)
+                fds.append(self.cmd_r)
+            if cpu:
+                # One thread a rank: OpenMP's spinning threads slow down by 10-50x when ranks share cores.
+                env["OMP_NUM_THREADS"] = "1"
+            log = open(os.path.join(log_dir, f"rank{r}-{len(os.listdir(log_dir))}.log"), "w")
+            self.logs.append(log)
+            cmd = [sys.executable, os.path.join(ROOT, "bench.py"), "--worker", "--solution", solution_path,
+                   "--geometry", geometry.name, "--device", "cpu" if cpu else "cuda"]
+            self.procs.append(subprocess.Popen(cmd, env=env, pass_fds=fds, stdout=log, stderr=subprocess.STDOUT,
+                                               stdin=subprocess.DEVNULL, start_new_session=True, cwd=ROOT))
+            os.close(res_w)
+            self.result_fds.append(res_r)
+            self.buffers[res_r] = b""
+        os.close(self.cmd_r)
+        self.info = self._wait_all("ready", STARTUP_S)
+
+    def _messages(self, limit):
+        """Yield (rank, message) for `limit` seconds; raises GroupFailed on a dead rank or at the limit."""
+        deadline = time.monotonic() + limit
+        while True:
+            for fd in self.result_fds:
+                while b"\n" in self.buffers[fd]:
+                    line, self.buffers[fd] = self.buffers[fd].split(b"\n", 1)
+                    yield self.result_fds.index(fd), json.loads(line)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise GroupFailed("timeout", f"no answer within {limit:.1f} s")
+            ready, _, _ = select.select(self.result_fds, [], [], min(left, 0.5))
+            for fd in ready:
+                chunk = os.read(fd, 1 << 20)
+                if chunk:
+                    self.buffers[fd] += chunk
+                else:
+                    rank = self.result_fds.index(fd)
+                    code = self.procs[rank].wait(timeout=5) if self.procs[rank].poll() is None else self.procs[rank].poll()
+                    raise GroupFailed("crash", f"rank {rank} died (exit code {code})", rank)
+            for rank, p in enumerate(self.procs):
+                if p.poll() is not None and not self.buffers[self.result_fds[rank]] and \
+                        not select.select([self.result_fds[rank]], [], [], 0)[0]:
+                    raise GroupFailed("crash", f"rank {rank} died (exit code {p.returncode})", rank)
+
+    def _wait_all(self, kind, timeout):
+        got = {}
+        for rank, msg in self._messages(timeout):
+            if msg["type"] == "error":
+                self._fail_after_error(rank, msg)
+            if msg["type"] == kind:
+                got[rank] = msg
+                if len(got) == self.world:
+                    return [got[r] for r in range(self.world)]
+
+    def _fail_after_error(self, rank, msg):
+        where = f" in {msg['phase']}" if msg.get("phase") else ""
+        raise GroupFailed(msg["status"], f"rank {msg['rank']}{where}: {msg['error']}", msg["rank"])
+
+    def _send(self, **cmd):
+        os.write(self.cmd_w, (json.dumps(cmd) + "\n").encode())
+
+    def _expect(self, kind, timeout, call=None):
+        for rank, msg in self._messages(timeout):
+            if msg["type"] == "error":
+                self._fail_after_error(rank, msg)
+            if msg["type"] == kind and msg.get("call") == call:
+                return msg
+
+    def call(self, workload, index, timeout):
+        """One call on every rank; returns (the parent's window around the timed part, its stamps, the checks)."""
+        self._send(op="setup", workload=workload)
+        self._expect("armed", STARTUP_S)
+        t_send = time.monotonic_ns()
+        self._send(op="call", call=index)
+        timed = self._expect("timed", timeout, index)
+        t_recv = time.monotonic_ns()
+        result = self._expect("result", STARTUP_S, index)
+        return (t_send, t_recv), timed["stamps"], result
+
+    def close(self, graceful=True):
+        if graceful:
+            try:
+                os.write(self.cmd_w, (json.dumps({"op": "quit"}) + "\n").encode())
+                deadline = time.monotonic() + 20
+                for p in self.procs:
+                    p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        for p in self.procs:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        for p in self.procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        for fd in self.result_fds + [self.cmd_w]:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        for log in self.logs:
+            log.close()
+
+    def log_tail(self, rank, n=15):
+        try:
+            with open(self.logs[rank].name) as f:
+                return "".join(f.readlines()[-n:])
+        except (OSError, IndexError, TypeError):
+            return ""
+
+
+class ClockSampler:
+    """SM clocks and clock-event (throttle) reasons of the GPUs, sampled by NVML in a thread of the parent."""
+    FLAGGED = {0x8: "hw slowdown", 0x20: "sw thermal", 0x40: "hw thermal", 0x80: "hw power brake"}
+    NOTED = {0x4: "sw power cap"}
+
+    def __init__(self, gpus):
+        self.handles = []
+        try:
+            import pynvml
+            pynvml.nvmlInit()
+            self.nvml = pynvml
+            self.handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(gpus)]
+        except Exception:
+            self.nvml = None
+
+    def start(self):
+        self.samples, self.stop_flag = [], threading.Event()
+        if not self.handles:
+            return
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def _loop(self):
+        n = self.nvml
+        reasons = getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None) or n.nvmlDeviceGetCurrentClocksThrottleReasons
+        while not self.stop_flag.wait(0.05):
+            try:
+                self.samples.append([(n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM), reasons(h)) for h in self.handles])
+            except Exception:
+                return
+
+    def stop(self):
+        if not self.handles:
+            return None
+        self.stop_flag.set()
+        self.thread.join()
+        if not self.samples:
+            return None
+        clocks = [c for s in self.samples for c, _ in s]
+        mask = 0
+        for s in self.samples:
+            for _, r in s:
+                mask |= r
+        flagged = [v for k, v in self.FLAGGED.items() if mask & k]
+        return {"sm_mhz_min": min(clocks), "sm_mhz_mean": sum(clocks) / len(clocks),
+                "reasons": flagged + [v for k, v in self.NOTED.items() if mask & k], "throttled": bool(flagged)}
+
+
+def stats(samples):
+    s = sorted(samples)
+    n = len(s)
+    median = s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+    mean = sum(s) / n
+    std = math.sqrt(sum((x - mean) ** 2 for x in s) / (n - 1)) if n > 1 else 0.0
+    return {"n": n, "median_s": median, "mean_s": mean, "min_s": s[0], "max_s": s[-1], "std_s": std,
+            "spread": (s[-1] - s[0]) / median if median else 0.0,
+            "se_median_s": 1.2533 * std / math.sqrt(n) if n > 1 else math.inf}
+
+
+def verdict(a, b):
+    """Compare solution a's timing stats with b's: (ratio b/a, 'faster' | 'slower' | 'same within noise')."""
+    ratio = b["median_s"] / a["median_s"]
+    noise = 2 * math.hypot(a["se_median_s"] / a["median_s"], b["se_median_s"] / b["median_s"])
+    noise = max(noise, 0.01)
+    if abs(math.log(ratio)) <= noise:
+        return ratio, "same within noise"
+    return ratio, "faster" if ratio > 1 else "slower"
+
+
+class Runner:
+    """Runs the plan: workloads by world, solutions interleaved call by call within a workload."""
+
+    def __init__(self, args, solutions, geometry, cpu, console):
+        self.args, self.solutions, self.geometry, self.cpu, self.console = args, solutions, geometry, cpu, console
+        self.groups = {}
+        self.info = {}
+        self.log_dir = tempfile.mkdtemp(prefix="wan-bench-")
+        self.sampler = ClockSampler(0 if cpu else args.gpus)
+
+    def group(self, sol, world):
+        key = (sol["path"], world)
+        if key not in self.groups:
+            self.groups[key] = RankGroup(sol["path"], world, self.geometry, self.cpu, self.log_dir)
+            self.info.setdefault(sol["name"], self.groups[key].info)
+        return self.groups[key]
+
+    def drop(self, sol, world, graceful=False):
+        g = self.groups.pop((sol["path"], world), None)
+        if g is not None:
+            g.close(graceful)
+
+    def run_workload(self, workload, progress):
+        """Every solution's calls at one workload; returns {solution name: record}."""
+        world, timed = spec.WORKLOADS[workload]["world"], spec.WORKLOADS[workload]["timed"]
+        clip = spec.WORKLOADS[workload]["clip"]
+        allow = spec.allowance(clip, self.geometry)
+        records, active = {}, []
+        for sol in self.solutions:
+            rec = {"workload": workload, "world": world, "clip": clip, "timed": timed, "status": None,
+                   "passed": False, "reason": None, "allowance": allow, "calls": [], "samples_s": []}
+            records[sol["name"]] = rec
+            if sol.get("build_error"):
+                rec.update(status="build error", reason=sol["build_error"])
+                continue
+            try:
+                self.group(sol, world)
+            except GroupFailed as e:
+                self.fail(sol, world, rec, e)
+                continue
+            active.append(sol)
+        warmups = self.args.warmup if timed else 0
+        plan_min = warmups + (self.args.min_reps if timed else 1)
+        spent = {s["name"]: 0.0 for s in active}
+        task = progress.add_task(f"{workload}", total=plan_min * max(1, len(active)))
+        index = 0
+        while active:
+            for sol in list(active):
+                rec = records[sol["name"]]
+                index += 1
+                warm = len(rec["calls"]) < warmups
+                self.sampler.start()
+                try:
+                    timeout = call_timeout(workload, self.geometry, self.cpu, self.args.timeout_scale,
+                                           first=not rec["calls"])
+                    window, stamps, msg = self.groups[(sol["path"], world)].call(workload, index, timeout)
+                except GroupFailed as e:
+                    self.sampler.stop()
+                    self.fail(sol, world, rec, e)
+                    active.remove(sol)
+                    continue
+                clocks = self.sampler.stop()
+                call = self.judge(stamps, msg, window, allow)
+                call.update(warmup=warm, clocks=clocks)
+                rec["calls"].append(call)
+                spent[sol["name"]] += call["time_s"] or 0
+                progress.advance(task)
+                if call["status"] != "passed":
+                    rec.update(status=call["status"], reason=call["reason"])
+                    active.remove(sol)
+                    continue
+                if not warm and timed:
+                    rec["samples_s"].append(call["time_s"])
+                if self.finished(rec, timed, warmups, spent[sol["name"]]):
+                    rec.update(status="passed", passed=True)
+                    active.remove(sol)
+        progress.remove_task(task)
+        for rec in records.values():
+            self.summarise(rec)
+        return records
+
+    def finished(self, rec, timed, warmups, spent):
+        if not timed:
+            return len(rec["calls"]) >= 1
+        n = len(rec["samples_s"])
+        if n < self.args.min_reps:
+            return False
+        if n >= self.args.max_reps or spent >= self.args.time_cap:
+            return True
+        s = stats(rec["samples_s"])
+        return s["se_median_s"] <= 0.005 * s["median_s"]
+
+    def judge(self, stamps, msg, window, allow):
+        t0, t1 = min(s["t0"] for s in stamps), max(s["t1"] for s in stamps)
+        call = {"time_s": (t1 - t0) / 1e9, "parent_s": (window[1] - window[0]) / 1e9,
+                "rank_s": [(s["t1"] - s["t0"]) / 1e9 for s in stamps],
+                "start_skew_s": (max(s["t0"] for s in stamps) - t0) / 1e9,
+                "peak_bytes": [s["peak"] for s in stamps], "figures": msg["figures"], "status": "passed",
+                "reason": None}
+        problems = msg["problems"]
+        if problems:
+            call.update(status=problems[0][0], reason="; ".join(p[1] for p in problems))
+            return call
+        if not (window[0] <= t0 <= t1 <= window[1]) or call["parent_s"] - call["time_s"] > \
+                max(0.05, 0.05 * call["time_s"]):
+            call.update(status="invalid timing", reason=f"rank stamps {call['time_s']:.4f} s disagree with the "
+                                                         f"parent's window {call['parent_s']:.4f} s")
+            return call
+        f = msg["figures"]
+        reasons = []
+        if f["nonfinite"]:
+            reasons.append(f"{f['nonfinite']} elements not finite (NaN is the poison: unwritten elements)")
+        if f["outside"]:
+            reasons.append(f"{f['outside']} elements outside [-1, 1]")
+        if f["max_abs"] > allow["max_abs"]:
+            reasons.append(f"max|d| {f['max_abs']:.4g} > allowance {allow['max_abs']:.4g}")
+        if f["rms"] > allow["rms"]:
+            reasons.append(f"rms(d) {f['rms']:.4g} > allowance {allow['rms']:.4g}")
+        if reasons:
+            call.update(status="incorrect", reason="; ".join(reasons))
+        return call
+
+    def fail(self, sol, world, rec, e):
+        tail = ""
+        g = self.groups.get((sol["path"], world))
+        if g is not None and e.rank is not None:
+            tail = g.log_tail(e.rank)
+        rec.update(status=e.status, reason=e.message, log_tail=tail or None)
+        self.drop(sol, world)
+
+    def summarise(self, rec):
+        calls = rec["calls"]
+        checked = [c["figures"] for c in calls if c.get("figures")]
+        if checked:
+            rec["max_abs"] = max(f["max_abs"] for f in checked)
+            rec["rms"] = max(f["rms"] for f in checked)
+            rec["psnr_db"] = min(f["psnr_db"] for f in checked)
+        peaks = [c["peak_bytes"] for c in calls if c.get("peak_bytes")]
+        if peaks and all(p is not None for p in peaks[0]):
+            rec["peak_bytes"] = [max(p[r] for p in peaks) for r in range(len(peaks[0]))]
+        rec["throttled_calls"] = sum(1 for c in calls if (c.get("clocks") or {}).get("throttled"))
+        if rec["timed"] and rec["passed"] and rec["samples_s"]:
+            s = stats(rec["samples_s"])
+            rec.update(s)
+            b = spec.bounds(rec["workload"], self.geometry)
+            rec["tflops"] = b["flops"] / s["median_s"] / 1e12
+            if not self.cpu and self.args.gpu_key:
+                import bounds
+                rec["bound_s"] = bounds.bound(rec["workload"], self.args.gpu_key, self.geometry)["bound_s"]
+                rec["roofline"] = rec["bound_s"] / s["median_s"]
+        else:
+            rec.setdefault("median_s", None)
+
+    def close(self):
+        for key in list(self.groups):
+            self.groups.pop(key).close(graceful=True)
+
+
+def objective(records):
+    """Geometric mean of the timed workloads' medians; complete only when all nine passed and were timed."""
+    times = [r["median_s"] for w, r in records.items() if spec.WORKLOADS[w]["timed"] and r.get("median_s")]
+    complete = all(records.get(w, {}).get("median_s") for w in spec.TIMED_WORKLOADS)
+    value = math.exp(sum(math.log(t) for t in times) / len(times)) if times else None
+    return value, complete, len(times)
+
+
+def environment(args, runner, solutions, geometry):
+    env = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "host": platform.node(), "python": platform.python_version(), "geometry": geometry.name,
+           "device": "cpu" if runner.cpu else "cuda", "visible_gpus": args.gpus}
+    try:
+        env["commit"] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                                       timeout=10).stdout.strip() or None
+    except (OSError, subprocess.TimeoutExpired):
+        env["commit"] = None
+    manifest = os.path.join(spec.data_dir(geometry), spec.MANIFEST_FILE)
+    if os.path.exists(manifest):
+        with open(manifest, "rb") as f:
+            env["data_manifest_sha256"] = hashlib.sha256(f.read()).hexdigest()
+    if not runner.cpu:
+        try:
+            q = subprocess.run(["nvidia-smi", "--query-gpu=name,uuid,driver_version,power.limit,clocks.max.sm",
+                                "--format=csv,noheader"], capture_output=True, text=True, timeout=20).stdout
+            env["gpus"] = [dict(zip(("name", "uuid", "driver", "power_limit", "max_sm_clock"),
+                                    [x.strip() for x in line.split(",")])) for line in q.strip().splitlines()]
+        except (OSError, subprocess.TimeoutExpired):
+            env["gpus"] = None
+    env["ranks"] = runner.info
+    env["solutions"] = {s["name"]: {"path": os.path.relpath(s["path"], ROOT) if s["path"].startswith(ROOT)
+                                    else s["path"], "content_hash": s["hash"]} for s in solutions}
+    return env
+
+
+def _build(path, timeout):
+    """Build a solution's extension in a child process (a hanging compiler cannot hang the harness)."""
+    code = f"import sys; sys.path.insert(0, {ROOT!r}); import loader; loader.build(loader.describe({path!r}))"
+    try:
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        return f"the build took more than {timeout:.0f} s"
+    if p.returncode:
+        return (p.stderr.strip().splitlines() or ["build failed"])[-1][:2000]
+    return None
+
+
+def _detect_gpus():
+    """Visible CUDA GPUs, without starting CUDA in this process (NVML, else nvidia-smi)."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) == "":
+        return 0, None
+    try:
+        q = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                           text=True, timeout=20)
+        names = [x.strip() for x in q.stdout.strip().splitlines() if x.strip()]
+    except (OSError, subprocess.TimeoutExpired):
+        return 0, None
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible:
+        names = [names[int(i)] for i in visible.split(",") if i.strip().isdigit() and int(i) < len(names)]
+    return len(names), (names[0] if names else None)
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description="Check and time solutions on the task's workloads.",
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("solutions", nargs="+", help="solution directories or .py files")
+    p.add_argument("--workloads", help="comma list of workloads (default: all fifteen)")
+    p.add_argument("--worlds", help="comma list of world sizes to keep (1, 2, 4)")
+    p.add_argument("--tiny", action="store_true", help="the tiny geometry on the CPU (gloo), for any machine")
+    p.add_argument("--json", help="write every figure, sample and status here")
+    p.add_argument("--warmup", type=int, default=1, help="warm-up calls per timed workload (checked, not timed)")
+    p.add_argument("--min-reps", type=int, default=3, help="timed calls at least")
+    p.add_argument("--max-reps", type=int, default=20, help="timed calls at most")
+    p.add_argument("--time-cap", type=float, default=60.0, help="seconds of timed calls per workload and solution")
+    p.add_argument("--timeout-scale", type=float, default=1.0, help="scale the per-call timeouts")
+    p.add_argument("--no-make", action="store_true", help="fail instead of making missing data")
+    return p.parse_args(argv)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--worker"]:
+        return worker_main(argv)
+    args = parse_args(argv)
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    gpus, gpu_name = (0, None) if args.tiny else _detect_gpus()
+    cpu = args.tiny or gpus == 0
+    if cpu and not args.tiny:
+        console.print("[yellow]No CUDA GPU is visible: running the TINY geometry on the CPU (gloo). Its times say "
+                      "nothing about a GPU; pass --tiny to choose this explicitly.[/]")
+    geometry = spec.TINY if cpu else spec.FULL
+    args.gpus = gpus
+    import bounds
+    args.gpu_key = bounds.gpu_key(gpu_name)
+    workloads = list(spec.WORKLOADS) if not args.workloads else [w.strip() for w in args.workloads.split(",")]
+    unknown = [w for w in workloads if w not in spec.WORKLOADS]
+    if unknown:
+        console.print(f"[red]unknown workloads {unknown}; the workloads are {', '.join(spec.WORKLOADS)}[/]")
+        return 2
+    if args.worlds:
+        keep = {int(x) for x in args.worlds.split(",")}
+        workloads = [w for w in workloads if spec.WORKLOADS[w]["world"] in keep]
+    skipped = [w for w in workloads if not cpu and spec.WORKLOADS[w]["world"] > gpus]
+    for w in skipped:
+        console.print(f"[yellow]skip {w}: it needs {spec.WORKLOADS[w]['world']} GPUs, {gpus} visible[/]")
+    workloads = [w for w in workloads if w not in skipped]
+
+    import loader
+    solutions = []
+    for path in args.solutions:
+        try:
+            d = loader.describe(path)
+        except loader.SolutionError as e:
+            console.print(f"[red]{e}[/]")
+            return 2
+        sol = {"name": d.name, "path": d.path, "hash": d.content_hash, "build_error": None}
+        if d.manifest.get("sources"):
+            console.print(f"building {d.name} ...")
+            sol["build_error"] = _build(d.path, timeout=1200)
+            if sol["build_error"]:
+                console.print(f"[red]{d.name}: build error: {sol['build_error']}[/]")
+        if sol["name"] in {s["name"] for s in solutions}:
+            sol["name"] = f"{sol['name']}#{len(solutions)}"
+        solutions.append(sol)
+
+    clips = sorted({spec.WORKLOADS[w]["clip"] for w in workloads}, key=list(spec.CLIPS).index)
+    if clips:
+        try:
+            if args.no_make:
+                for c in clips:
+                    spec.load_reference(c, geometry), spec.calibration(c, geometry)
+            else:
+                import data.make
+                data.make.ensure(clips, geometry)
+        except ValueError as e:
+            console.print(f"[red]data: {e}[/]")
+            return 2
+
+    label = f"{geometry.name} geometry on the {'CPU (gloo)' if cpu else f'GPU ({gpus} x {gpu_name})'}"
+    console.print(f"[bold]bench[/] {', '.join(s['name'] for s in solutions)}: {len(workloads)} workloads, {label}")
+    runner = Runner(args, solutions, geometry, cpu, console)
+    results = {s["name"]: {} for s in solutions}
+    order = sorted(workloads, key=lambda w: (spec.WORKLOADS[w]["world"], list(spec.WORKLOADS).index(w)))
+    try:
+        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} calls"),
+                      TimeElapsedColumn(), console=console, transient=True) as progress:
+            overall = progress.add_task("workloads", total=len(order))
+            for w in order:
+                for name, rec in runner.run_workload(w, progress).items():
+                    results[name][w] = rec
+                    console.print(_line(name, rec, len(solutions) > 1))
+                progress.advance(overall)
+                # Groups are per world: close them once the last workload of their world is done.
+                nxt = order[order.index(w) + 1] if order.index(w) + 1 < len(order) else None
+                if nxt is None or spec.WORKLOADS[nxt]["world"] != spec.WORKLOADS[w]["world"]:
+                    runner.close()
+    finally:
+        runner.close()
+
+    for w in skipped:
+        for s in solutions:
+            results[s["name"]][w] = {"workload": w, "world": spec.WORKLOADS[w]["world"], "timed": spec.WORKLOADS[w]["timed"],
+                                     "status": "skipped", "passed": False, "median_s": None,
+                                     "reason": f"needs {spec.WORKLOADS[w]['world']} GPUs, {gpus} visible"}
+    report = _report(console, solutions, results, geometry, cpu)
+    report["environment"] = environment(args, runner, solutions, geometry)
+    report["method"] = {"warmup": args.warmup, "min_reps": args.min_reps, "max_reps": args.max_reps,
+                        "time_cap_s": args.time_cap, "stop": "se(median) <= 0.5% of the median"}
+    if args.json:
+        tmp = args.json + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(report, f, indent=1, default=str)
+        os.replace(tmp, args.json)
+        console.print(f"wrote {args.json}")
+    ok = all(r["status"] in ("passed", "skipped") for res in results.values() for r in res.values())
+    return 0 if ok else 1
+
+
+def _gib(b):
+    return f"{b / 2**30:.1f}"
+
+
+def _line(name, rec, many):
+    who = f"{name} " if many else ""
+    if rec["status"] != "passed":
+        return f"  {who}{rec['workload']:<8} [red]{rec['status']}[/]: {rec['reason']}"
+    t = f"median {rec['median_s']:.4f} s (n={rec['n']}, spread {100 * rec['spread']:.1f}%)" if rec.get("median_s") \
+        else "checked"
+    return f"  {who}{rec['workload']:<8} [green]passed[/] PSNR {rec['psnr_db']:.1f} dB, {t}"
+
+
+def _report(console, solutions, results, geometry, cpu):
+    from rich.table import Table
+    out = {"geometry": geometry.name, "device": "cpu" if cpu else "cuda"}
+    per = {}
+    for s in solutions:
+        res = results[s["name"]]
+        table = Table(title=f"{s['name']} ({geometry.name} geometry{', CPU' if cpu else ''})")
+        for col in ("workload", "world", "status", "max|d| / allow", "rms / allow", "PSNR dB", "median s",
+                    "spread", "n", "TFLOP/s", "roofline", "peak GiB"):
+            table.add_column(col, justify="left" if col in ("workload", "status") else "right")
+        for w in spec.WORKLOADS:
+            r = res.get(w)
+            if r is None:
+                continue
+            a = r.get("allowance") or {}
+            table.add_row(
+                w, str(r["world"]), r["status"],
+                f"{r['max_abs']:.3g} / {a['max_abs']:.3g}" if "max_abs" in r else "",
+                f"{r['rms']:.3g} / {a['rms']:.3g}" if "rms" in r else "",
+                f"{r['psnr_db']:.1f}" if "psnr_db" in r else "",
+                f"{r['median_s']:.4f}" if r.get("median_s") else "",
+                f"{100 * r['spread']:.1f}%" if r.get("median_s") else "",
+                str(r.get("n", "")) if r.get("median_s") else "",
+                f"{r['tflops']:.3g}" if r.get("tflops") else "",
+                f"{100 * r['roofline']:.1f}%" if r.get("roofline") else "",
+                _gib(max(r["peak_bytes"])) if r.get("peak_bytes") else "")
+        console.print(table)
+        value, complete, n = objective(res)
+        if value is not None:
+            console.print(f"objective ({s['name']}): geomean of {n} timed medians = [bold]{value:.4f} s[/]"
+                          + ("" if complete else " [yellow](partial: not all nine timed workloads passed)[/]"))
+        else:
+            console.print(f"objective ({s['name']}): none (no timed workload passed)")
+        per[s["name"]] = {"workloads": res, "objective_s": value, "objective_complete": complete,
+                          "objective_workloads": n, "content_hash": s["hash"]}
+    if len(solutions) > 1:
+        base = solutions[0]["name"]
+        lines = []
+        for s in solutions[1:]:
+            for w in spec.WORKLOADS:
+                a, b = results[base].get(w), results[s["name"]].get(w)
+                if a and b and a.get("median_s") and b.get("median_s"):
+                    ratio, v = verdict(a, b)
+                    lines.append({"workload": w, "solution": s["name"], "baseline": base, "time_ratio": ratio,
+                                  "verdict": f"{base} {v}"})
+                    console.print(f"  {w:<8} {s['name']} takes {ratio:.2f}x the time of {base}: {base} {v}")
+        out["comparisons"] = lines
+        out["solutions"] = per
+    else:
+        out.update(per[solutions[0]["name"]])
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())

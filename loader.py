@@ -1,0 +1,196 @@
+"""Load and build a solution.
+
+A solution is a directory holding `solution.py` (and optionally `solution.yml`) or a single `.py` file. It is
+imported by file location as a package of its own (`wan_solution_<hash>`), so a directory's other modules are
+reachable by relative import (`from . import kernels`); the repository root is importable for `spec` and
+`reference`. It must export `run(z, weights, rank, world, pg, out)` and may export
+`prepare(weights, rank, world, pg)`.
+
+`solution.yml` (all keys optional):
+
+    name: my-solution
+    language: python            # python | triton | cuda | cpp: informative
+    extension: my_ext           # build `sources` into this importable module (torch.utils.cpp_extension.load)
+    sources: [kernels.cu, bindings.cpp]
+    cflags: [-O3]
+    cuda_cflags: [-O3, --use_fast_math]
+
+Builds are cached per solution content and machine (torch, CUDA and the GPU's compute capability) under
+$WAN_BUILD_DIR (default ~/.cache/wan-vae-decode/build). bench.py builds once in a child process with a time limit
+before any rank starts, so a build failure is reported once for every rank and no rank waits on another's build.
+"""
+import dataclasses
+import hashlib
+import importlib.machinery
+import importlib.util
+import inspect
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+SOURCE_SUFFIXES = (".py", ".cu", ".cuh", ".cpp", ".cc", ".c", ".h", ".hpp", ".yml", ".yaml")
+
+
+class SolutionError(Exception):
+    """The solution cannot be loaded: the message says which file and what was expected."""
+
+
+@dataclasses.dataclass
+class Solution:
+    name: str
+    path: str                 # the directory or file given
+    entry: str                # the solution.py
+    manifest: dict
+    content_hash: str
+    run: object = None
+    prepare: object = None
+    module: object = None
+
+
+def source_files(path):
+    """Every source of a solution, sorted: the .py file itself, or the directory's sources (recursively)."""
+    if os.path.isfile(path):
+        return [os.path.abspath(path)]
+    out = []
+    for root, dirs, files in os.walk(path):
+        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "__pycache__")))
+        out += [os.path.join(root, f) for f in sorted(files) if f.endswith(SOURCE_SUFFIXES)]
+    return [os.path.abspath(p) for p in out]
+
+
+def content_hash(path):
+    h = hashlib.sha256()
+    base = path if os.path.isdir(path) else os.path.dirname(path)
+    for f in source_files(path):
+        h.update(os.path.relpath(f, base).encode() + b"\0")
+        with open(f, "rb") as fh:
+            h.update(fh.read() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def describe(path):
+    """The solution's name, entry file, manifest and content hash, without importing it."""
+    path = os.path.abspath(path)
+    if os.path.isdir(path):
+        entry = os.path.join(path, "solution.py")
+        if not os.path.isfile(entry):
+            raise SolutionError(f"{path}: a solution directory needs solution.py")
+    elif os.path.isfile(path) and path.endswith(".py"):
+        entry = path
+    else:
+        raise SolutionError(f"{path}: expected a directory with solution.py or a .py file")
+    manifest = {}
+    yml = os.path.join(os.path.dirname(entry), "solution.yml")
+    if os.path.isdir(path) and os.path.isfile(yml):
+        import yaml
+        try:
+            with open(yml) as f:
+                manifest = yaml.safe_load(f) or {}
+        except yaml.YAMLError as e:
+            raise SolutionError(f"{yml}: not valid YAML: {e}") from e
+        if not isinstance(manifest, dict):
+            raise SolutionError(f"{yml}: expected a mapping of keys (name, language, sources, ...)")
+        unknown = set(manifest) - {"name", "language", "extension", "sources", "cflags", "cuda_cflags", "ldflags"}
+        if unknown:
+            raise SolutionError(f"{yml}: unknown keys {sorted(unknown)}")
+        if manifest.get("sources") and not manifest.get("extension"):
+            raise SolutionError(f"{yml}: `sources` need `extension`, the module name to build them into")
+    default = os.path.basename(path.rstrip("/")) if os.path.isdir(path) else os.path.splitext(os.path.basename(path))[0]
+    return Solution(name=str(manifest.get("name", default)), path=path, entry=entry, manifest=manifest,
+                    content_hash=content_hash(path))
+
+
+def _machine_tag():
+    import torch
+    tag = f"torch{torch.__version__}"
+    if torch.cuda.is_available():
+        major, minor = torch.cuda.get_device_capability()
+        tag += f"-cuda{torch.version.cuda}-sm{major}{minor}"
+    else:
+        tag += "-cpu"
+    return tag.replace("+", "_")
+
+
+def build_dir(solution):
+    root = os.environ.get("WAN_BUILD_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "wan-vae-decode", "build")
+    return os.path.join(root, f"{solution.name}-{solution.content_hash}-{_machine_tag()}")
+
+
+def build(solution, verbose=False):
+    """Build the manifest's extension (cached); returns the extension module, or None when there is nothing to
+    build. Raises SolutionError with the compiler's message on failure."""
+    m = solution.manifest
+    if not m.get("sources"):
+        return None
+    if m["extension"] in sys.modules:
+        return sys.modules[m["extension"]]
+    from torch.utils import cpp_extension
+    base = os.path.dirname(solution.entry)
+    sources = [os.path.join(base, s) for s in m["sources"]]
+    for s in sources:
+        if not os.path.isfile(s):
+            raise SolutionError(f"{solution.path}/solution.yml lists {s}, which does not exist")
+    directory = build_dir(solution)
+    os.makedirs(directory, exist_ok=True)
+    try:
+        return cpp_extension.load(name=m["extension"], sources=sources, build_directory=directory,
+                                  extra_cflags=list(m.get("cflags", [])),
+                                  extra_cuda_cflags=list(m.get("cuda_cflags", [])),
+                                  extra_ldflags=list(m.get("ldflags", [])), verbose=verbose)
+    except Exception as e:  # the compiler's output is in the message
+        raise SolutionError(f"{solution.name}: building {m['extension']} failed: {e}") from e
+
+
+def _check_signature(fn, name, arity, entry):
+    if not callable(fn):
+        raise SolutionError(f"{entry}: `{name}` is not a function")
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is p.empty]
+    varargs = any(p.kind == p.VAR_POSITIONAL for p in params)
+    if len(required) > arity or (len(positional) < arity and not varargs):
+        want = {"run": "run(z, weights, rank, world, pg, out)", "prepare": "prepare(weights, rank, world, pg)"}[name]
+        raise SolutionError(f"{entry}: `{name}` takes {len(positional)} positional arguments, expected {want}")
+
+
+def load(path):
+    """Import the solution (building its extension first) and return it with `run` and `prepare` bound."""
+    solution = describe(path)
+    build(solution)
+    if ROOT not in sys.path:
+        sys.path.insert(0, ROOT)
+    package = f"wan_solution_{solution.content_hash}"
+    base = os.path.dirname(solution.entry)
+    if os.path.isdir(solution.path):
+        # A package whose path is the directory, so the solution's own modules import relatively.
+        pkg = importlib.util.module_from_spec(importlib.machinery.ModuleSpec(package, None, is_package=True))
+        pkg.__path__ = [base]
+        sys.modules[package] = pkg
+        mod_name = f"{package}.solution"
+    else:
+        mod_name = package
+    mod_spec = importlib.util.spec_from_file_location(mod_name, solution.entry)
+    module = importlib.util.module_from_spec(mod_spec)
+    sys.modules[mod_name] = module
+    try:
+        mod_spec.loader.exec_module(module)
+    except Exception as e:
+        raise SolutionError(f"{solution.entry}: import failed: {type(e).__name__}: {e}") from e
+    if not hasattr(module, "run"):
+        near = [n for n in dir(module) if n.lower() in ("run_", "_run", "runn", "rn", "decode", "main", "forward")
+                or (n.lower().startswith("run") and n != "run")]
+        hint = f" (found {', '.join(near)})" if near else ""
+        raise SolutionError(f"{solution.entry}: no `run(z, weights, rank, world, pg, out)`{hint}")
+    _check_signature(module.run, "run", 6, solution.entry)
+    prepare = getattr(module, "prepare", None)
+    if prepare is None:
+        near = [n for n in dir(module) if n.lower().startswith(("prep", "_prep")) and n != "prepare"]
+        if near:
+            raise SolutionError(f"{solution.entry}: found {', '.join(near)} but no `prepare`; misspelt?")
+    else:
+        _check_signature(prepare, "prepare", 4, solution.entry)
+    solution.run, solution.prepare, solution.module = module.run, prepare, module
+    return solution

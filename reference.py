@@ -1,0 +1,217 @@
+"""The definition of the result: the Wan2.2 VAE decode in plain PyTorch, op by op, named after the weights.
+
+`decode(z, weights)` equals diffusers' `AutoencoderKLWan._decode` (0.42.1) bit for bit in fp32 on the CPU, for any
+geometry of this architecture (widths, latent channels, latent size and T read from the tensors). It computes in
+the dtype of its inputs. `decode_bf16` is the release's bf16 decode (bf16 weights under bf16 autocast, latents
+rounded to bf16), and `run`/`prepare` make this module a solution computing it on rank 0.
+
+Bit-exactness comes from calling the same ops on the same shapes as diffusers: one latent frame per decoder call,
+caches concatenated in front, the same F.pad amounts, F.normalize for the RMS norm, SDPA for the attention. A
+mathematically equal rewrite (all frames at once, fused norm scales) is not bit-equal.
+
+The causal caches are explicit: `caches` maps a conv's name to the input frames it keeps from the previous
+chunk (at most CACHE_T, taken before padding). A name that is absent means no chunk came before.
+"""
+import contextlib
+import math
+
+import torch
+import torch.nn.functional as F
+
+import spec
+
+CACHE_T = spec.CACHE_T
+
+
+@contextlib.contextmanager
+def fp32_exact():
+    """TF32 off for convolutions and matmuls (the task's fp32 reference), restored on exit."""
+    saved = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+def rms_norm(x, gamma):
+    """WanRMS_norm over dim 1: F.normalize (in fp32 for 16-bit inputs, diffusers >= 0.38), then x sqrt(C), x gamma,
+    + 0.0, in that order (fusing the two scales changes the bits)."""
+    wide = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+    n = F.normalize(wide, dim=1).to(x.dtype)
+    return n * (x.shape[1] ** 0.5) * gamma + 0.0
+
+
+def causal_conv3d(x, weight, bias, cache):
+    """A causal conv over (B, C, t, H, W): `cache` frames (or zeros, 2 frames without a cache) in front in time,
+    zeros around in space. Returns (y, new cache): the last CACHE_T input frames, topped up from the old cache."""
+    new = x[:, :, -CACHE_T:].clone()
+    if new.shape[2] < CACHE_T and cache is not None:
+        new = torch.cat([cache[:, :, -1:], new], 2)
+    kt, kh, kw = weight.shape[2:]
+    pad = [kw // 2, kw // 2, kh // 2, kh // 2, kt - 1, 0]
+    if cache is not None and pad[4] > 0:
+        x = torch.cat([cache, x], 2)
+        pad[4] -= cache.shape[2]
+    y = F.conv3d(F.pad(x, pad), weight, bias)
+    return y, new
+
+
+def residual_block(x, W, name, caches):
+    """x + main path, or conv_shortcut(x) + main path when the block changes the channel count."""
+    if f"{name}.conv_shortcut.weight" in W:
+        h, _ = causal_conv3d(x, W[f"{name}.conv_shortcut.weight"], W[f"{name}.conv_shortcut.bias"], None)
+    else:
+        h = x
+    x = F.silu(rms_norm(x, W[f"{name}.norm1.gamma"]))
+    x, caches[f"{name}.conv1"] = causal_conv3d(x, W[f"{name}.conv1.weight"], W[f"{name}.conv1.bias"],
+                                               caches.get(f"{name}.conv1"))
+    x = F.silu(rms_norm(x, W[f"{name}.norm2.gamma"]))
+    x, caches[f"{name}.conv2"] = causal_conv3d(x, W[f"{name}.conv2.weight"], W[f"{name}.conv2.bias"],
+                                               caches.get(f"{name}.conv2"))
+    return x + h
+
+
+def attention_block(x, W, name):
+    """Single-head self-attention over the H x W positions of each frame, plus the identity."""
+    identity = x
+    b, c, t, h, w = x.shape
+    x = x.permute(0, 2, 1, 3, 4).reshape(b * t, c, h, w)          # (B, C, t, H, W) -> (B*t, C, H, W)
+    x = rms_norm(x, W[f"{name}.norm.gamma"])
+    qkv = F.conv2d(x, W[f"{name}.to_qkv.weight"], W[f"{name}.to_qkv.bias"])
+    qkv = qkv.reshape(b * t, 1, 3 * c, h * w)                     # (B*t, 1, 3C, HW)
+    qkv = qkv.permute(0, 1, 3, 2).contiguous()                    # (B*t, 1, HW, 3C)
+    q, k, v = qkv.chunk(3, dim=-1)                                # channels 0..C-1 are q, then k, then v
+    x = F.scaled_dot_product_attention(q, k, v)                   # (B*t, 1, HW, C)
+    x = x.squeeze(1).permute(0, 2, 1).reshape(b * t, c, h, w)     # (B*t, C, H, W), channels-last strides
+    x = F.conv2d(x, W[f"{name}.proj.weight"], W[f"{name}.proj.bias"])
+    x = x.view(b, t, c, h, w).permute(0, 2, 1, 3, 4)              # (B*t, C, H, W) -> (B, C, t, H, W)
+    return x + identity
+
+
+def upsampler(x, W, name, caches, first, temporal):
+    """The time conv (temporal blocks, C -> 2C interleaved into 2t frames), then per frame a nearest x2 upsample
+    and a 3x3 conv2d.
+
+    The first chunk skips the time conv (diffusers' "Rep" marker). The second runs it with two zero frames in
+    front and keeps [0, x] as its cache: both are what a two-zero-frame cache gives, so that is what the first
+    chunk stores, and the time conv is a plain causal conv over the frames after the first."""
+    b, c, t, h, w = x.shape
+    if temporal:
+        key = f"{name}.time_conv"
+        if first:
+            caches[key] = x.new_zeros(b, c, CACHE_T, h, w)
+        else:
+            x, caches[key] = causal_conv3d(x, W[f"{key}.weight"], W[f"{key}.bias"], caches[key])
+            x = x.reshape(b, 2, c, t, h, w)                        # channels 0..C-1: frame 2t, C..2C-1: 2t+1
+            x = torch.stack((x[:, 0], x[:, 1]), 3)                 # (B, C, t, 2, H, W)
+            x = x.reshape(b, c, 2 * t, h, w)
+    t = x.shape[2]
+    x = x.permute(0, 2, 1, 3, 4).reshape(b * t, c, h, w)           # (B, C, t, H, W) -> (B*t, C, H, W)
+    x = F.interpolate(x.float(), scale_factor=(2.0, 2.0), mode="nearest-exact").type_as(x)
+    x = F.conv2d(x, W[f"{name}.resample.1.weight"], W[f"{name}.resample.1.bias"], padding=1)
+    return x.view(b, t, x.shape[1], 2 * h, 2 * w).permute(0, 2, 1, 3, 4)  # -> (B, C, t, 2H, 2W)
+
+
+def avg_shortcut(x, out_channels, temporal, first):
+    """diffusers' DupUp3D: the up block's input repeated to (out_channels, t x ft, 2H, 2W) with no arithmetic;
+    output (o, t*ft + a, 2y + i, 2x + j) is input channel (((o*ft + a)*2 + i)*2 + j) // r. The first chunk keeps
+    only the last of its ft time copies."""
+    b, c, t, h, w = x.shape
+    ft = 2 if temporal else 1
+    r = out_channels * ft * 4 // c
+    x = x.repeat_interleave(r, dim=1)
+    x = x.view(b, out_channels, ft, 2, 2, t, h, w)
+    x = x.permute(0, 1, 5, 2, 6, 3, 7, 4).contiguous()             # (B, Co, t, ft, H, 2, W, 2)
+    x = x.view(b, out_channels, t * ft, 2 * h, 2 * w)
+    return x[:, :, ft - 1:] if first else x
+
+
+def up_block(x, W, i, caches, first, geometry):
+    cin, cout, temporal, spatial = geometry.up_blocks[i]
+    x_in = x
+    for j in range(spec.RESNETS_PER_UP_BLOCK):
+        x = residual_block(x, W, f"decoder.up_blocks.{i}.resnets.{j}", caches)
+    if spatial:
+        x = upsampler(x, W, f"decoder.up_blocks.{i}.upsampler", caches, first, temporal)
+        x = x + avg_shortcut(x_in, cout, temporal, first)
+    return x
+
+
+def decoder(x, W, caches, first, geometry):
+    """One latent frame (B, z, 1, h, w) -> decoder output (B, 12, 1 or 4, 8h, 8w); updates `caches`."""
+    x, caches["decoder.conv_in"] = causal_conv3d(x, W["decoder.conv_in.weight"], W["decoder.conv_in.bias"],
+                                                 caches.get("decoder.conv_in"))
+    x = residual_block(x, W, "decoder.mid_block.resnets.0", caches)
+    x = attention_block(x, W, "decoder.mid_block.attentions.0")
+    x = residual_block(x, W, "decoder.mid_block.resnets.1", caches)
+    for i in range(4):
+        x = up_block(x, W, i, caches, first, geometry)
+    x = F.silu(rms_norm(x, W["decoder.norm_out.gamma"]))
+    x, caches["decoder.conv_out"] = causal_conv3d(x, W["decoder.conv_out.weight"], W["decoder.conv_out.bias"],
+                                                  caches.get("decoder.conv_out"))
+    return x
+
+
+def unpatchify(x):
+    """(B, 12, f, h, w) -> (B, 3, f, 2h, 2w): video[k, f, 2y + i, 2x + j] = channel 4k + 2j + i at (f, y, x)."""
+    b, c, f, h, w = x.shape
+    x = x.view(b, c // 4, spec.PATCH, spec.PATCH, f, h, w)          # (B, 3, j, i, f, h, w)
+    x = x.permute(0, 1, 4, 5, 3, 6, 2)                              # (B, 3, f, h, i, w, j)
+    return x.reshape(b, c // 4, f, h * spec.PATCH, w * spec.PATCH)
+
+
+def named_weights(weights, z):
+    """{name: tensor} for a weight list of any geometry of this architecture, checked, and that geometry."""
+    g = spec.geometry_of(weights)
+    g = spec.Geometry(g.name, g.latent_channels, tuple(z.shape[3:]), g.base_dim)
+    spec.check_weights(weights, g)
+    if z.dim() != 5 or z.shape[1] != g.latent_channels:
+        raise ValueError(f"z is {list(z.shape)}, expected [B, {g.latent_channels}, T, h, w]")
+    return {name: t for (name, _), t in zip(spec.weight_list(g), weights)}, g
+
+
+def decode(z, weights, out=None, progress=None):
+    """Latents z (B, C, T, h, w) -> video (B, 3, 4T-3, 16h, 16w) in [-1, 1], in z's dtype.
+
+    Frames go straight into `out` (allocated when not given), so no growing concatenation holds two copies of the
+    video. `progress(i, T)` is called after each latent frame."""
+    W, g = named_weights(weights, z)
+    b, _, t, h, w = z.shape
+    shape = (b, 3, spec.frames(t), 16 * h, 16 * w)
+    if out is None:
+        out = torch.empty(shape, dtype=z.dtype, device=z.device)
+    elif tuple(out.shape) != shape:
+        raise ValueError(f"out is {list(out.shape)}, expected {list(shape)}")
+    x, _ = causal_conv3d(z, W["post_quant_conv.weight"], W["post_quant_conv.bias"], None)  # all frames at once
+    caches = {}
+    done = 0
+    for i in range(t):
+        y = decoder(x[:, :, i:i + 1], W, caches, i == 0, g)
+        n = y.shape[2]
+        out[:, :, done:done + n] = torch.clamp(unpatchify(y), min=-1.0, max=1.0)
+        done += n
+        if progress is not None:
+            progress(i + 1, t)
+    return out
+
+
+def decode_bf16(z, weights, out=None, progress=None):
+    """The release's bf16 decode: weights and latents rounded to bf16, under bf16 autocast."""
+    z = z.to(torch.bfloat16)
+    weights = [w.to(torch.bfloat16) for w in weights]
+    with torch.autocast(device_type=z.device.type, dtype=torch.bfloat16):
+        return decode(z, weights, out, progress)
+
+
+def decode_fp32(z, weights, out=None, progress=None):
+    """The task's fp32 decode: fp32 latents and weights, TF32 off."""
+    with fp32_exact():
+        return decode(z.float(), [w.float() for w in weights], out, progress)
+
+
+# The reference as a solution: rank 0 computes the release's bf16 decode into out, other ranks have nothing to do.
+
+def run(z, weights, rank, world, pg, out):
+    if rank == 0:
+        decode_bf16(z, weights, out=out)

@@ -1,0 +1,3 @@
+// Broken: does not compile.
+#include <torch/extension.h>
+int decode(  { return 0; }

@@ -1,0 +1,11 @@
+"""Broken: raises on rank 1 while rank 0 waits in a collective."""
+import torch.distributed as dist
+
+import reference
+
+
+def run(z, weights, rank, world, pg, out):
+    if rank == 1:
+        raise RuntimeError("rank 1 gives up")
+    dist.barrier(group=pg)
+    reference.run(z, weights, rank, world, pg, out)

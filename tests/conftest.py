@@ -1,0 +1,7 @@
+"""Shared fixtures. The repository root is importable (spec, reference, loader, bench ...) from every test."""
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)

@@ -1,0 +1,124 @@
+"""bench.py on the tiny geometry through gloo: the reference passes all fifteen workloads, and broken solutions are
+each reported with the right status, none hanging, no process left behind."""
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+import spec
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BROKEN = os.path.join(ROOT, "tests", "broken")
+
+
+@pytest.fixture(scope="module")
+def tiny_data(tmp_path_factory):
+    """The tiny data set for the short clips, made once for this module (the full tiny set where needed)."""
+    root = tmp_path_factory.mktemp("data")
+    env = dict(os.environ, DATA=str(root))
+    subprocess.run([sys.executable, "-m", "data.make", "--tiny", "--clips", "f17"], cwd=ROOT, env=env, check=True,
+                   capture_output=True, timeout=600)
+    return env
+
+
+def bench(env, *args, timeout=600):
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "bench.py"), "--tiny", *args], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=timeout)
+    return p
+
+
+def leftover_workers():
+    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if "bench.py --worker" in line]
+
+
+@pytest.mark.parametrize("solution, workload, status, reason", [
+    ("raises_on_rank1.py", "f5x4", "runtime error", "rank 1: RuntimeError: rank 1 gives up"),
+    ("hangs.py", "f5x1", "timeout", "no answer within"),
+    ("crashes.py", "f5x4", "crash", "died (exit code 3)"),
+    ("wrong_shape.py", "f5x1", "incorrect", "out's storage, shape or strides changed"),
+    ("nan.py", "f5x1", "incorrect", "1 elements not finite"),
+    ("unwritten.py", "f5x1", "incorrect", "elements not finite (NaN is the poison: unwritten elements)"),
+    ("modifies_z.py", "f5x1", "input modified", "z was modified"),
+    ("build_error", "f5x1", "build error", "building broken_ext failed"),
+    ("misspelt.py", "f5x1", "load error", "no `run"),
+])
+def test_broken_solutions_are_reported(tiny_data, tmp_path, solution, workload, status, reason):
+    out = tmp_path / "r.json"
+    env = dict(tiny_data, WAN_BUILD_DIR=str(tmp_path / "build"))
+    p = bench(env, os.path.join(BROKEN, solution), "--workloads", f"{workload},f1x1", "--json", str(out),
+              "--timeout-scale", "0.03", timeout=300)
+    assert p.returncode == 1, p.stdout + p.stderr
+    report = json.loads(out.read_text())
+    rec = report["workloads"][workload]
+    assert rec["status"] == status and not rec["passed"], rec
+    assert reason in rec["reason"], rec["reason"]
+    assert not leftover_workers()
+
+
+def test_reference_passes_short_workloads_and_checks_every_call(tiny_data, tmp_path):
+    out = tmp_path / "r.json"
+    p = bench(tiny_data, "solutions/reference", "--workloads", "f1x1,f5x4,f17x1", "--json", str(out))
+    assert p.returncode == 0, p.stdout + p.stderr
+    report = json.loads(out.read_text())
+    for w in ("f1x1", "f5x4", "f17x1"):
+        rec = report["workloads"][w]
+        assert rec["passed"] and rec["status"] == "passed" and not rec["timed"] and rec["median_s"] is None
+        assert rec["psnr_db"] > 20 and rec["max_abs"] <= rec["allowance"]["max_abs"]
+        assert all(c["figures"] for c in rec["calls"])
+    assert report["objective_s"] is None and not report["objective_complete"]
+    assert "tiny geometry on the CPU" in p.stdout
+
+
+@pytest.mark.slow
+def test_reference_all_fifteen_workloads(tmp_path_factory):
+    """The issue's command: all fifteen pass (worlds 1, 2, 4 through gloo), nine timed, objective = geomean."""
+    root = tmp_path_factory.mktemp("fulltiny")
+    env = dict(os.environ, DATA=str(root))
+    out = root / "r.json"
+    p = bench(env, "solutions/reference", "--json", str(out), "--time-cap", "20", timeout=1200)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert set(report["workloads"]) == set(spec.WORKLOADS)
+    assert all(r["passed"] for r in report["workloads"].values())
+    timed = [r for r in report["workloads"].values() if r["timed"]]
+    assert len(timed) == 9 and all(r["n"] >= 3 and len(r["samples_s"]) == r["n"] for r in timed)
+    geo = math.exp(sum(math.log(r["median_s"]) for r in timed) / 9)
+    assert report["objective_s"] == pytest.approx(geo, rel=1e-12) and report["objective_complete"]
+    for r in timed:
+        s = sorted(r["samples_s"])
+        n = len(s)
+        assert r["median_s"] == pytest.approx(s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2)
+
+
+def test_two_solutions_interleaved_with_a_verdict(tiny_data, tmp_path):
+    out = tmp_path / "r.json"
+    p = bench(tiny_data, "solutions/reference", os.path.join(BROKEN, "nan.py"), "--workloads", "f5x1",
+              "--json", str(out))
+    report = json.loads(out.read_text())
+    assert report["solutions"]["reference"]["workloads"]["f5x1"]["passed"]
+    assert report["solutions"]["nan"]["workloads"]["f5x1"]["status"] == "incorrect"
+    assert p.returncode == 1
+
+
+def test_verdict_knows_the_noise():
+    import bench
+    a = {"median_s": 1.0, "se_median_s": 0.002}
+    assert bench.verdict(a, {"median_s": 1.003, "se_median_s": 0.002})[1] == "same within noise"
+    assert bench.verdict(a, {"median_s": 1.2, "se_median_s": 0.002})[1] == "faster"
+    assert bench.verdict(a, {"median_s": 0.8, "se_median_s": 0.002})[1] == "slower"
+    assert bench.verdict(a, {"median_s": 1.05, "se_median_s": 0.05})[1] == "same within noise"
+
+
+def test_stats_and_objective():
+    import bench
+    s = bench.stats([3.0, 1.0, 2.0, 10.0])
+    assert s["median_s"] == 2.5 and s["min_s"] == 1.0 and s["max_s"] == 10.0 and s["n"] == 4
+    recs = {w: {"median_s": 2.0} for w in spec.TIMED_WORKLOADS}
+    value, complete, n = bench.objective(recs)
+    assert value == pytest.approx(2.0) and complete and n == 9
+    recs["f481x4"] = {"median_s": None}
+    assert bench.objective(recs)[1] is False

@@ -1,0 +1,66 @@
+"""On a CUDA GPU (`python -m pytest -m gpu`): reference.py against diffusers at the full geometry, and bench's
+timing and checks on real hardware. Figures are printed (-s) for docs/perf-notes.md, never asserted as speeds."""
+import pytest
+import torch
+
+import reference
+import spec
+
+pytestmark = pytest.mark.gpu
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def random_weights(geometry, device, seed=0):
+    """Fan-in-scaled weights, gains near 1, small biases (fp32, on `device`)."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    out = []
+    for name, shape in spec.weight_list(geometry):
+        if name.endswith("gamma"):
+            out.append(1 + 0.1 * torch.randn(shape, generator=gen, device=device))
+        elif name.endswith("bias"):
+            out.append(0.02 * torch.randn(shape, generator=gen, device=device))
+        else:
+            fan_in = torch.Size(shape[1:]).numel()
+            out.append(torch.randn(shape, generator=gen, device=device) / fan_in ** 0.5)
+    return out
+
+
+def diffusers_model(weights, dtype):
+    diffusers = pytest.importorskip("diffusers")
+    g = spec.geometry_of(weights)
+    with torch.device("meta"):
+        vae = diffusers.AutoencoderKLWan(base_dim=160, decoder_base_dim=g.base_dim, z_dim=g.latent_channels,
+                                         dim_mult=[1, 2, 4, 4], num_res_blocks=2,
+                                         temperal_downsample=[False, True, True], is_residual=True, in_channels=12,
+                                         out_channels=12, patch_size=2)
+    vae.load_state_dict({n: w.to(dtype) for (n, _), w in zip(spec.weight_list(g), weights)}, strict=False,
+                        assign=True)
+    return vae.eval()
+
+
+@cuda
+def test_fp32_reference_against_diffusers_on_the_gpu():
+    """TF32 off; cuDNN may choose other algorithms than the CPU's, so report max|diff| and bound it loosely."""
+    w = random_weights(spec.FULL, "cuda")
+    z = torch.randn(1, 48, 2, 44, 78, device="cuda", generator=torch.Generator("cuda").manual_seed(1))
+    vae = diffusers_model(w, torch.float32)
+    with torch.no_grad(), reference.fp32_exact():
+        theirs = vae._decode(z).sample
+    ours = reference.decode_fp32(z, w)
+    diff = (ours - theirs).abs().max().item()
+    print(f"\nfp32 reference vs diffusers on {torch.cuda.get_device_name()}, T=2: max|diff| = {diff:.3g}, "
+          f"bit-equal: {torch.equal(ours, theirs)}")
+    assert diff < 1e-4
+
+
+@cuda
+def test_bf16_reference_equals_diffusers_on_the_gpu():
+    w = random_weights(spec.FULL, "cuda", seed=2)
+    z = torch.randn(1, 48, 2, 44, 78, device="cuda", generator=torch.Generator("cuda").manual_seed(3))
+    vae = diffusers_model(w, torch.bfloat16)
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+        theirs = vae._decode(z.to(torch.bfloat16)).sample
+    ours = reference.decode_bf16(z, w)
+    diff = (ours.float() - theirs.float()).abs().max().item()
+    print(f"\nbf16 release decode vs diffusers on the GPU, T=2: max|diff| = {diff:.3g}")
+    assert torch.equal(ours, theirs)

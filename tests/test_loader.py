@@ -1,0 +1,64 @@
+"""loader.py: solutions by file or directory, relative imports, clear errors for missing or misspelt entries."""
+import pytest
+
+import loader
+
+
+def write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_file_and_directory_solutions(tmp_path):
+    f = write(tmp_path / "one.py", "def run(z, weights, rank, world, pg, out):\n    return 'file'\n")
+    s = loader.load(str(f))
+    assert s.name == "one" and s.prepare is None and s.run(*[None] * 6) == "file"
+    write(tmp_path / "pkg" / "helpers.py", "VALUE = 'relative import works'\n")
+    write(tmp_path / "pkg" / "solution.py", "from . import helpers\nimport spec\n"
+          "def prepare(weights, rank, world, pg):\n    return weights\n"
+          "def run(z, weights, rank, world, pg, out):\n    return helpers.VALUE\n")
+    s = loader.load(str(tmp_path / "pkg"))
+    assert s.name == "pkg" and s.run(*[None] * 6) == "relative import works" and s.prepare is not None
+
+
+def test_manifest_name_and_content_hash(tmp_path):
+    write(tmp_path / "a" / "solution.py", "def run(z, weights, rank, world, pg, out):\n    pass\n")
+    write(tmp_path / "a" / "solution.yml", "name: fancy\nlanguage: python\n")
+    first = loader.describe(str(tmp_path / "a"))
+    assert first.name == "fancy"
+    write(tmp_path / "a" / "solution.py", "def run(z, weights, rank, world, pg, out):\n    return 1\n")
+    assert loader.describe(str(tmp_path / "a")).content_hash != first.content_hash
+
+
+@pytest.mark.parametrize("source, message", [
+    ("def runn(z, weights, rank, world, pg, out):\n    pass\n", r"no `run\(z, weights, rank, world, pg, out\)` \(found runn\)"),
+    ("def run(z, weights, rank, out):\n    pass\n", "`run` takes 4 positional arguments"),
+    ("run = 3\n", "`run` is not a function"),
+    ("def run(z, weights, rank, world, pg, out):\n    pass\ndef prepare(weights):\n    pass\n",
+     "`prepare` takes 1 positional arguments"),
+    ("def run(z, weights, rank, world, pg, out):\n    pass\ndef prepar(weights, rank, world, pg):\n    pass\n",
+     "found prepar but no `prepare`"),
+    ("import not_a_module_anywhere\n", "import failed: ModuleNotFoundError"),
+])
+def test_clear_errors(tmp_path, source, message):
+    f = write(tmp_path / "bad.py", source)
+    with pytest.raises(loader.SolutionError, match=message):
+        loader.load(str(f))
+
+
+def test_not_a_solution(tmp_path):
+    with pytest.raises(loader.SolutionError, match="needs solution.py"):
+        loader.load(str(tmp_path))
+    write(tmp_path / "x" / "solution.py", "def run(z, weights, rank, world, pg, out):\n    pass\n")
+    write(tmp_path / "x" / "solution.yml", "sources: [a.cpp]\n")
+    with pytest.raises(loader.SolutionError, match="`sources` need `extension`"):
+        loader.describe(str(tmp_path / "x"))
+
+
+def test_build_error_names_the_solution(tmp_path, monkeypatch):
+    monkeypatch.setenv("WAN_BUILD_DIR", str(tmp_path / "build"))
+    import os
+    broken = os.path.join(os.path.dirname(__file__), "broken", "build_error")
+    with pytest.raises(loader.SolutionError, match="build-error: building broken_ext failed"):
+        loader.load(broken)

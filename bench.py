@@ -122,7 +122,7 @@ class _Rank:
         info = {"rank": self.rank, "device": str(self.device), "torch": torch.__version__}
         if not self.cpu:
             info.update(gpu=torch.cuda.get_device_name(self.device), cudnn=torch.backends.cudnn.version(),
-                        nccl=".".join(map(str, torch.cuda.nccl.version())))
+                        nccl=str(torch.cuda.nccl.version()))
         try:
             import triton
             info["triton"] = triton.__version__
@@ -151,7 +151,8 @@ class _Rank:
             weights = list(prepared)
         info["prepare_s"] = time.perf_counter() - t0
         self.run, self.weights = solution.run, weights
-        self.weights_copy = [w.cpu().clone() for w in weights]   # host copies: not in the GPU's peak
+        # Host copies (copy=True: on the CPU .cpu() would alias), so they are not in the GPU's peak.
+        self.weights_copy = [w.detach().to("cpu", copy=True) for w in weights]
         self.send(type="ready", **info)
         while True:
             cmd = self.command()
@@ -167,7 +168,7 @@ class _Rank:
         shape = spec.output_shape(workload, self.geometry) if self.rank == 0 else (0,)
         out = torch.empty(shape, dtype=torch.bfloat16, device=self.device)
         out.fill_(float("nan"))
-        self.armed = {"workload": workload, "z": z, "z_copy": z.cpu(), "out": out,
+        self.armed = {"workload": workload, "z": z, "z_copy": z.detach().to("cpu", copy=True), "out": out,
                       "layout": self.layout(out)}
         self.sync()
         self.dist.barrier(group=self.hg)
@@ -678,15 +679,24 @@ def environment(args, runner, solutions, geometry):
 
 
 def _build(path, timeout):
-    """Build a solution's extension in a child process (a hanging compiler cannot hang the harness)."""
-    code = f"import sys; sys.path.insert(0, {ROOT!r}); import loader; loader.build(loader.describe({path!r}))"
+    """Build a solution's extension in a child process (a hanging compiler cannot hang the harness); returns None
+    or the failure in a few lines: what failed and the compiler's first error."""
+    code = (f"import sys, json; sys.path.insert(0, {ROOT!r}); import loader\n"
+            f"try:\n    loader.build(loader.describe({path!r}))\n"
+            f"except Exception as e:\n    print(json.dumps({{'error': str(e)}})); sys.exit(1)")
     try:
         p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     except subprocess.TimeoutExpired:
         return f"the build took more than {timeout:.0f} s"
-    if p.returncode:
-        return (p.stderr.strip().splitlines() or ["build failed"])[-1][:2000]
-    return None
+    if not p.returncode:
+        return None
+    try:
+        text = json.loads(p.stdout.strip().splitlines()[-1])["error"]
+    except (ValueError, IndexError, KeyError):
+        text = p.stderr.strip() or "build failed"
+    lines = text.splitlines()
+    first_error = next((ln.strip() for ln in lines if "error" in ln.lower() and ln is not lines[0]), "")
+    return (lines[0][:500] + (f" ... {first_error[:500]}" if first_error else "")) if lines else "build failed"
 
 
 def _detect_gpus():

@@ -1,19 +1,41 @@
-"""The roofline: the fastest any solution could decode a workload on a given GPU.
+"""The roofline: how fast any solution could decode each workload, and where the work is.
 
-Lower bound of one call = max(compute time, memory time), with the decode's FLOPs divided over the world's GPUs at
-the dense bf16 peak and the bytes that must move (video written, weights read; spec.bounds) at the HBM bandwidth.
-bench.py's roofline column and its plausibility floor use `bound` from here: one implementation.
+    python bounds.py [--gpu NAME] [--measure] [--results bench.json] [--json PATH] [--plot PNG] [--tiny]
+
+Lower bound of one call = max(compute time, memory time): the decode's FLOPs (spec.bounds, a multiply-add counting
+2, every conv at its full kernel) divided over the world's GPUs at the dense bf16 tensor-core rate, and the bytes
+that must move (the video written, the weights read) at the HBM bandwidth. The decode is compute-bound by three
+orders of magnitude, so the bound is the FLOPs at the peak rate. `--measure` also measures this GPU's ceilings (a
+large bf16 matmul, a device-to-device copy) and gives the bounds on those. bench.py's roofline column and ci.py's
+impossibly-fast check call `bound` from here.
 """
+import argparse
+import json
+import math
+import os
+import sys
+
 import spec
 
-# Dense (no sparsity) bf16 tensor-core rate and HBM bandwidth, from the vendors' datasheets (SXM parts).
+# Dense (no sparsity) bf16 tensor-core rate per GPU and HBM bandwidth, from the vendors' datasheets; where a
+# datasheet gives only the sparse rate, half of it.
 GPUS = {
-    "H100": {"bf16_tflops": 989.4, "hbm_tbps": 3.35, "source": "NVIDIA H100 Tensor Core GPU datasheet (SXM5)"},
-    "H200": {"bf16_tflops": 989.4, "hbm_tbps": 4.8, "source": "NVIDIA H200 Tensor Core GPU datasheet (SXM)"},
-    "B200": {"bf16_tflops": 2250.0, "hbm_tbps": 8.0, "source": "NVIDIA DGX B200 datasheet, per GPU"},
-    "GB200": {"bf16_tflops": 2500.0, "hbm_tbps": 8.0, "source": "NVIDIA GB200 NVL72 datasheet, per GPU"},
-    "B300": {"bf16_tflops": 2250.0, "hbm_tbps": 8.0, "source": "NVIDIA Blackwell Ultra (HGX B300) datasheet, per GPU"},
+    "H100": {"bf16_tflops": 989.4, "hbm_tbps": 3.35,
+             "source": "NVIDIA H100 Tensor Core GPU datasheet, H100 SXM: BF16 1,979 TFLOPS with sparsity, "
+                       "HBM3 3.35 TB/s"},
+    "H200": {"bf16_tflops": 989.4, "hbm_tbps": 4.8,
+             "source": "NVIDIA H200 Tensor Core GPU datasheet, H200 SXM: BF16 1,979 TFLOPS with sparsity, "
+                       "HBM3e 4.8 TB/s"},
+    "B200": {"bf16_tflops": 2250.0, "hbm_tbps": 8.0,
+             "source": "NVIDIA HGX B200 datasheet: FP16/BF16 36 PFLOPS with sparsity per 8 GPUs, HBM3e 8 TB/s per GPU"},
+    "GB200": {"bf16_tflops": 2500.0, "hbm_tbps": 8.0,
+              "source": "NVIDIA GB200 NVL72 datasheet: FP16/BF16 360 PFLOPS with sparsity per 72 GPUs, "
+                        "HBM3e 576 TB/s per 72 GPUs"},
+    "B300": {"bf16_tflops": 2250.0, "hbm_tbps": 8.0,
+             "source": "NVIDIA HGX B300 datasheet: FP16/BF16 36 PFLOPS with sparsity per 8 GPUs, HBM3e 8 TB/s per GPU"},
 }
+
+LEVELS = {1: "latent (44 x 78)", 2: "2x (88 x 156)", 4: "4x (176 x 312)", 8: "8x (352 x 624)"}
 
 
 def gpu_key(device_name):
@@ -26,7 +48,8 @@ def gpu_key(device_name):
 
 
 def bound(workload, gpu="H200", geometry=spec.FULL, peaks=None):
-    """{"flops", "bytes", "gpus", "flops_per_gpu", "intensity", "compute_s", "memory_s", "bound_s", "binds"}."""
+    """{"flops", "bytes", "gpus", "flops_per_gpu", "intensity", "compute_s", "memory_s", "bound_s", "binds"} of one
+    call; `peaks` ({"bf16_tflops", "hbm_tbps"}) overrides the GPU's datasheet figures."""
     b = spec.bounds(workload, geometry)
     p = peaks or GPUS[gpu]
     per_gpu = b["flops"] / b["gpus"]
@@ -34,3 +57,214 @@ def bound(workload, gpu="H200", geometry=spec.FULL, peaks=None):
     memory = b["bytes"] / (p["hbm_tbps"] * 1e12)
     return {**b, "flops_per_gpu": per_gpu, "intensity": per_gpu / b["bytes"], "compute_s": compute,
             "memory_s": memory, "bound_s": max(compute, memory), "binds": "compute" if compute >= memory else "memory"}
+
+
+def op_kind(name):
+    """The kind of op a conv weight belongs to, for the breakdown."""
+    if name == "attention":
+        return "attention products (QK^T, PV)"
+    if name.startswith("post_quant_conv"):
+        return "post_quant_conv 1x1x1"
+    if ".attentions." in name:
+        return "attention to_qkv / proj 1x1"
+    if name.startswith("decoder.conv_out"):
+        return "conv_out 3x3x3"
+    if ".time_conv." in name:
+        return "time conv 3x1x1"
+    if ".resample." in name:
+        return "resample 3x3 conv2d"
+    if ".conv_shortcut." in name:
+        return "conv_shortcut 1x1x1"
+    return "3x3x3 convs (conv_in, resnets)"
+
+
+def breakdown(t, geometry=spec.FULL):
+    """[(kind, level, flops)] of one decode of t latent frames; the rows sum to spec.decode_flops(t)."""
+    rows = {}
+    for name, flops in spec.flops_by_weight(t, geometry).items():
+        scale = 1 if name == "attention" else spec.conv_level(name, t)[1]
+        key = (op_kind(name), LEVELS[scale] if geometry is spec.FULL else f"{scale}x")
+        rows[key] = rows.get(key, 0) + flops
+    return [(k, lvl, f) for (k, lvl), f in sorted(rows.items(), key=lambda kv: -kv[1])]
+
+
+def measure():
+    """This GPU's ceilings: an 8192^3 bf16 matmul (TFLOP/s) and a 4 GiB device-to-device copy (TB/s, bytes read +
+    written), each the median of 10 timed runs after 3 warm-ups."""
+    import torch
+    if not torch.cuda.is_available():
+        raise SystemExit("--measure needs a CUDA GPU")
+
+    def timed(fn, n=10):
+        for _ in range(3):
+            fn()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(n):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn()
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b) / 1e3)
+        return sorted(times)[n // 2]
+
+    n = 8192
+    x = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    y = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    mm = 2 * n ** 3 / timed(lambda: x @ y) / 1e12
+    src = torch.empty(1 << 31, device="cuda", dtype=torch.int16)
+    dst = torch.empty_like(src)
+    copy = 2 * src.numel() * 2 / timed(lambda: dst.copy_(src)) / 1e12
+    return {"bf16_tflops": mm, "hbm_tbps": copy, "device": torch.cuda.get_device_name(),
+            "method": "bf16 8192^3 matmul and a 4 GiB device copy, median of 10 after 3 warm-ups"}
+
+
+def report(gpu, geometry, measured=None, results=None):
+    """{"gpu", "peaks", "measured", "workloads": {w: {...}}, "objective": {...}} for the JSON and the tables."""
+    out = {"gpu": gpu, "peaks": GPUS[gpu], "measured": measured, "geometry": geometry.name, "workloads": {}}
+    res = (results or {}).get("workloads", {})
+    for w in spec.WORKLOADS:
+        e = bound(w, gpu, geometry)
+        if measured:
+            e["measured_bound_s"] = bound(w, gpu, geometry, peaks=measured)["bound_s"]
+        r = res.get(w) or {}
+        if r.get("median_s"):
+            e["achieved_s"] = r["median_s"]
+            e["achieved_tflops"] = e["flops"] / r["median_s"] / 1e12
+            e["fraction_of_bound"] = e["bound_s"] / r["median_s"]
+            if measured:
+                e["fraction_of_measured_bound"] = e["measured_bound_s"] / r["median_s"]
+        out["workloads"][w] = e
+    timed = spec.TIMED_WORKLOADS
+    geo = lambda xs: math.exp(sum(math.log(x) for x in xs) / len(xs))  # noqa: E731
+    obj = {"bound_s": geo([out["workloads"][w]["bound_s"] for w in timed])}
+    if measured:
+        obj["measured_bound_s"] = geo([out["workloads"][w]["measured_bound_s"] for w in timed])
+    if results and results.get("objective_s"):
+        obj["achieved_s"] = results["objective_s"]
+        obj["fraction_of_bound"] = obj["bound_s"] / results["objective_s"]
+    out["objective"] = obj
+    return out
+
+
+def plot(rep, path):
+    """Log-log roofline: per-GPU arithmetic intensity against TFLOP/s per GPU, ceilings and achieved points."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise SystemExit("--plot needs matplotlib (pip install matplotlib, or pip install -e '.[plot]')")
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    xs = [10 ** (k / 10) for k in range(0, 61)]
+    for label, p, style in [(f"{rep['gpu']} datasheet", rep["peaks"], "-"),
+                            ("measured", rep["measured"], "--")]:
+        if not p:
+            continue
+        ax.plot(xs, [min(p["bf16_tflops"], x * p["hbm_tbps"]) for x in xs], style, color="gray",
+                label=f"{label}: {p['bf16_tflops']:.0f} TFLOP/s, {p['hbm_tbps']:.2f} TB/s")
+    for w, e in rep["workloads"].items():
+        if "achieved_tflops" in e:
+            per_gpu = e["achieved_tflops"] / e["gpus"]
+            ax.scatter([e["intensity"]], [per_gpu], zorder=3)
+            ax.annotate(w, (e["intensity"], per_gpu), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity per GPU (FLOP / byte)")
+    ax.set_ylabel("TFLOP/s per GPU (counted FLOPs / time)")
+    ax.set_title("Wan2.2 VAE decode: roofline")
+    ax.legend(loc="lower right", fontsize=8)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def print_report(rep, console, geometry):
+    from rich.table import Table
+    t = Table(title=f"bounds on {rep['gpu']} ({rep['peaks']['bf16_tflops']:.0f} TFLOP/s bf16 dense, "
+                    f"{rep['peaks']['hbm_tbps']} TB/s) - {geometry.name} geometry")
+    cols = ["workload", "GPUs", "PFLOP/GPU", "GB", "FLOP/B", "bound s", "binds"]
+    measured = rep["measured"] is not None
+    achieved = any("achieved_s" in e for e in rep["workloads"].values())
+    if measured:
+        cols.append("measured bound s")
+    if achieved:
+        cols += ["achieved s", "TFLOP/s", "of bound"]
+    for c in cols:
+        t.add_column(c, justify="left" if c in ("workload", "binds") else "right")
+    for w, e in rep["workloads"].items():
+        row = [w, str(e["gpus"]), f"{e['flops_per_gpu'] / 1e15:.4f}", f"{e['bytes'] / 1e9:.2f}",
+               f"{e['intensity']:.0f}", f"{e['bound_s']:.4f}", e["binds"]]
+        if measured:
+            row.append(f"{e['measured_bound_s']:.4f}")
+        if achieved:
+            row += [f"{e['achieved_s']:.4f}", f"{e['achieved_tflops']:.0f}",
+                    f"{100 * e['fraction_of_bound']:.1f}%"] if "achieved_s" in e else ["", "", ""]
+        t.add_row(*row)
+    console.print(t)
+    o = rep["objective"]
+    line = f"objective bound (geomean of the nine timed workloads): {o['bound_s']:.4f} s"
+    if "measured_bound_s" in o:
+        line += f", {o['measured_bound_s']:.4f} s on the measured ceilings"
+    if "achieved_s" in o:
+        line += f"; achieved {o['achieved_s']:.4f} s = {100 * o['fraction_of_bound']:.1f}% of the bound"
+    console.print(line)
+    if rep["measured"]:
+        m = rep["measured"]
+        console.print(f"measured on {m['device']}: {m['bf16_tflops']:.0f} TFLOP/s bf16 matmul, "
+                      f"{m['hbm_tbps']:.2f} TB/s device copy ({m['method']})")
+    t = spec.CLIPS["f481"]["latent_frames"]
+    total = spec.decode_flops(t, geometry)
+    bt = Table(title=f"where the FLOPs are: one decode of f481 ({t} latent frames, {total / 1e15:.3f} PFLOP)")
+    for c in ("op", "level", "PFLOP", "share"):
+        bt.add_column(c, justify="right" if c in ("PFLOP", "share") else "left")
+    for kind, level, f in breakdown(t, geometry):
+        bt.add_row(kind, level, f"{f / 1e15:.4f}", f"{100 * f / total:.1f}%")
+    console.print(bt)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description="Roofline bounds of the task's workloads.")
+    p.add_argument("--gpu", help=f"one of {', '.join(GPUS)} (default: the visible GPU, else H200)")
+    p.add_argument("--measure", action="store_true", help="measure this GPU's matmul and copy ceilings too")
+    p.add_argument("--results", help="a bench.py --json file: achieved time and fraction of the bound")
+    p.add_argument("--solution", help="with several solutions in --results, which one")
+    p.add_argument("--json", help="write the report here")
+    p.add_argument("--plot", help="write a roofline PNG here (needs matplotlib)")
+    p.add_argument("--tiny", action="store_true", help="the tiny geometry's figures")
+    args = p.parse_args(argv)
+    from rich.console import Console
+    console = Console(width=None if sys.stdout.isatty() else 140)
+    geometry = spec.TINY if args.tiny else spec.FULL
+    gpu = args.gpu
+    if gpu is None:
+        import bench
+        gpu = gpu_key(bench._detect_gpus()[1]) or "H200"
+    gpu = gpu_key(gpu) or gpu
+    if gpu not in GPUS:
+        console.print(f"[red]unknown GPU {args.gpu}; known: {', '.join(GPUS)}[/]")
+        return 2
+    measured = measure() if args.measure else None
+    results = None
+    if args.results:
+        with open(args.results) as f:
+            results = json.load(f)
+        if "solutions" in results:
+            name = args.solution or next(iter(results["solutions"]))
+            results = results["solutions"][name]
+    rep = report(gpu, geometry, measured, results)
+    rep["sources"] = {k: v["source"] for k, v in GPUS.items()}
+    print_report(rep, console, geometry)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rep, f, indent=1)
+        console.print(f"wrote {args.json}")
+    if args.plot:
+        plot(rep, args.plot)
+        console.print(f"wrote {args.plot}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -431,9 +431,11 @@ class ClockSampler:
         except Exception:
             self.nvml = None
 
-    def start(self):
+    def start(self, gpus):
+        """Sample GPUs 0 .. gpus-1 (the ones the ranks use) until stop()."""
         self.samples, self.stop_flag = [], threading.Event()
-        if not self.handles:
+        self.active = self.handles[:gpus]
+        if not self.active:
             return
         self.thread = threading.Thread(target=self._loop, daemon=True)
         self.thread.start()
@@ -443,12 +445,12 @@ class ClockSampler:
         reasons = getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None) or n.nvmlDeviceGetCurrentClocksThrottleReasons
         while not self.stop_flag.wait(0.05):
             try:
-                self.samples.append([(n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM), reasons(h)) for h in self.handles])
+                self.samples.append([(n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM), reasons(h)) for h in self.active])
             except Exception:
                 return
 
     def stop(self):
-        if not self.handles:
+        if not self.active:
             return None
         self.stop_flag.set()
         self.thread.join()
@@ -536,7 +538,7 @@ class Runner:
                 rec = records[sol["name"]]
                 index += 1
                 warm = len(rec["calls"]) < warmups
-                self.sampler.start()
+                self.sampler.start(world)
                 try:
                     timeout = call_timeout(workload, self.geometry, self.cpu, self.args.timeout_scale,
                                            first=not rec["calls"])

@@ -1,6 +1,7 @@
 """The roofline: how fast any solution could decode each workload, and where the work is.
 
-    python bounds.py [--gpu NAME] [--measure] [--results bench.json] [--json PATH] [--plot PNG] [--tiny]
+    python bounds.py [--gpu NAME] [--measure | --ceilings bounds.json] [--results bench.json] [--json PATH]
+                     [--plot PNG] [--tiny]
 
 Lower bound of one call = max(compute time, memory time): the decode's FLOPs (spec.bounds, a multiply-add counting
 2, every conv at its full kernel) divided over the world's GPUs at the dense bf16 tensor-core rate, and the bytes
@@ -120,6 +121,21 @@ def measure():
             "method": "bf16 8192^3 matmul and a 4 GiB device copy, median of 10 after 3 warm-ups"}
 
 
+def load_results(paths, solution=None):
+    """{"workloads", "objective_s"} of one solution from bench.py JSON files; the objective only when one file
+    gives it for all nine timed workloads."""
+    merged, objective = {}, None
+    for path in paths:
+        with open(path) as f:
+            r = json.load(f)
+        if "solutions" in r:
+            r = r["solutions"][solution or next(iter(r["solutions"]))]
+        merged.update({w: e for w, e in r["workloads"].items() if e.get("median_s")})
+        if r.get("objective_complete"):
+            objective = r["objective_s"]
+    return {"workloads": merged, "objective_s": objective}
+
+
 def report(gpu, geometry, measured=None, results=None):
     """{"gpu", "peaks", "measured", "workloads": {w: {...}}, "objective": {...}} for the JSON and the tables."""
     out = {"gpu": gpu, "peaks": GPUS[gpu], "measured": measured, "geometry": geometry.name, "workloads": {}}
@@ -157,18 +173,19 @@ def plot(rep, path):
     except ImportError:
         raise SystemExit("--plot needs matplotlib (pip install matplotlib, or pip install -e '.[plot]')")
     fig, ax = plt.subplots(figsize=(8, 5.5))
-    xs = [10 ** (k / 10) for k in range(0, 61)]
+    points = [e["intensity"] for e in rep["workloads"].values()]
+    xs = [10 ** (k / 10) for k in range(0, int(10 * math.log10(max(points))) + 6)]
     for label, p, style in [(f"{rep['gpu']} datasheet", rep["peaks"], "-"),
                             ("measured", rep["measured"], "--")]:
         if not p:
             continue
         ax.plot(xs, [min(p["bf16_tflops"], x * p["hbm_tbps"]) for x in xs], style, color="gray",
                 label=f"{label}: {p['bf16_tflops']:.0f} TFLOP/s, {p['hbm_tbps']:.2f} TB/s")
-    for w, e in rep["workloads"].items():
-        if "achieved_tflops" in e:
-            per_gpu = e["achieved_tflops"] / e["gpus"]
-            ax.scatter([e["intensity"]], [per_gpu], zorder=3)
-            ax.annotate(w, (e["intensity"], per_gpu), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    shown = [(w, e) for w, e in rep["workloads"].items() if "achieved_tflops" in e]
+    for w, e in shown:
+        per_gpu = e["achieved_tflops"] / e["gpus"]
+        ax.scatter([e["intensity"]], [per_gpu], zorder=3, label=f"{w}: {per_gpu:.0f} TFLOP/s per GPU, "
+                                                                  f"{100 * e['fraction_of_bound']:.0f}% of bound")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity per GPU (FLOP / byte)")
@@ -228,8 +245,10 @@ def main(argv=None):
     p = argparse.ArgumentParser(description="Roofline bounds of the task's workloads.")
     p.add_argument("--gpu", help=f"one of {', '.join(GPUS)} (default: the visible GPU, else H200)")
     p.add_argument("--measure", action="store_true", help="measure this GPU's matmul and copy ceilings too")
-    p.add_argument("--results", help="a bench.py --json file: achieved time and fraction of the bound")
-    p.add_argument("--solution", help="with several solutions in --results, which one")
+    p.add_argument("--ceilings", help="use the measured ceilings of an earlier `bounds.py --measure --json` file")
+    p.add_argument("--results", nargs="+", help="bench.py --json files (later ones win per workload): achieved time "
+                                                "and fraction of the bound")
+    p.add_argument("--solution", help="with several solutions in a --results file, which one (default: the first)")
     p.add_argument("--json", help="write the report here")
     p.add_argument("--plot", help="write a roofline PNG here (needs matplotlib)")
     p.add_argument("--tiny", action="store_true", help="the tiny geometry's figures")
@@ -246,13 +265,13 @@ def main(argv=None):
         console.print(f"[red]unknown GPU {args.gpu}; known: {', '.join(GPUS)}[/]")
         return 2
     measured = measure() if args.measure else None
-    results = None
-    if args.results:
-        with open(args.results) as f:
-            results = json.load(f)
-        if "solutions" in results:
-            name = args.solution or next(iter(results["solutions"]))
-            results = results["solutions"][name]
+    if args.ceilings:
+        with open(args.ceilings) as f:
+            measured = json.load(f).get("measured")
+        if not measured:
+            console.print(f"[red]{args.ceilings} holds no measured ceilings (make it with --measure --json)[/]")
+            return 2
+    results = load_results(args.results, args.solution) if args.results else None
     rep = report(gpu, geometry, measured, results)
     rep["sources"] = {k: v["source"] for k, v in GPUS.items()}
     print_report(rep, console, geometry)

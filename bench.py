@@ -1,5 +1,9 @@
 """Check and time solutions on the task's workloads: `python bench.py SOLUTION [SOLUTION ...]`.
 
+Under torchrun (`torchrun --nproc-per-node N bench.py SOLUTION ...`, or a scheduler setting the env:// variables)
+every launched rank runs this command, rank 0 drives the others in-process and the workloads of world N run;
+there the process group's timeout and the launcher end a hang, and the stamps are checked against rank 0's clock.
+
 Processes. The parent (this command) never imports a solution. Per solution and world it starts one process per
 rank with torchrun's environment (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT; env:// rendezvous),
 NCCL on GPUs (rank r on GPU r) and gloo on the CPU, plus a gloo group of the harness's own for barriers and
@@ -74,8 +78,10 @@ class _Rank:
         self.rank, self.world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
         self.geometry = spec.GEOMETRIES[args.geometry]
         self.cpu = args.device == "cpu"
-        self.out_fd = int(os.environ["WAN_BENCH_RESULT_FD"])
-        self.cmd_fd = int(os.environ["WAN_BENCH_CMD_FD"]) if self.rank == 0 else None
+        # Under bench's own launcher results go to a pipe; under torchrun rank 0 drives in-process (LocalGroup).
+        self.out_fd = int(os.environ["WAN_BENCH_RESULT_FD"]) if "WAN_BENCH_RESULT_FD" in os.environ else None
+        self.cmd_fd = int(os.environ["WAN_BENCH_CMD_FD"]) if self.rank == 0 and self.out_fd is not None else None
+        self.outbox = []
         self._cmd_buf = b""
         if self.cpu:
             self.device = torch.device("cpu")
@@ -93,6 +99,11 @@ class _Rank:
 
     # -- pipes
     def send(self, **msg):
+        if self.out_fd is None:
+            self.outbox.append(dict(json.loads(json.dumps(msg)), at_ns=time.monotonic_ns()))
+            if msg.get("type") == "error" and self.rank != 0:   # nobody reads a peer's outbox under torchrun
+                print(f"rank {self.rank}: {msg['status']}: {msg['error']}", file=sys.stderr, flush=True)
+            return
         data = (json.dumps(msg) + "\n").encode()
         while data:
             data = data[os.write(self.out_fd, data):]
@@ -106,8 +117,9 @@ class _Rank:
         line, self._cmd_buf = self._cmd_buf.split(b"\n", 1)
         return json.loads(line)
 
-    def command(self):
-        box = [self.read_command() if self.rank == 0 else None]
+    def command(self, cmd=None):
+        """Rank 0's command (from the parent's pipe, or `cmd` when rank 0 drives) broadcast to every rank."""
+        box = [(cmd or self.read_command()) if self.rank == 0 else None]
         self.dist.broadcast_object_list(box, src=0, group=self.hg)
         return box[0]
 
@@ -117,6 +129,18 @@ class _Rank:
 
     # -- life
     def serve(self):
+        if self.start():
+            self.loop()
+
+    def loop(self):
+        while True:
+            cmd = self.command()
+            if cmd["op"] == "quit":
+                return
+            getattr(self, cmd["op"])(cmd)
+
+    def start(self):
+        """Load the solution, its weights and prepare; False (after reporting why) when that fails."""
         import loader
         torch = self.torch
         info = {"rank": self.rank, "device": str(self.device), "torch": torch.__version__}
@@ -132,7 +156,7 @@ class _Rank:
             solution = loader.load(self.solution_path)
         except Exception as e:
             self.send(type="error", status="load error", rank=self.rank, error=_short(e), trace=traceback.format_exc())
-            return
+            return False
         weights = spec.load_weights(self.device, self.geometry)
         self.weights_given = weights
         t0 = time.perf_counter()
@@ -143,22 +167,18 @@ class _Rank:
             except Exception as e:
                 self.send(type="error", status="runtime error", rank=self.rank, phase="prepare", error=_short(e),
                           trace=traceback.format_exc())
-                return
+                return False
             if not isinstance(prepared, (list, tuple)) or not all(isinstance(t, torch.Tensor) for t in prepared):
                 self.send(type="error", status="runtime error", rank=self.rank, phase="prepare",
                           error=f"prepare returned {type(prepared).__name__}, expected a list of tensors")
-                return
+                return False
             weights = list(prepared)
         info["prepare_s"] = time.perf_counter() - t0
         self.run, self.weights = solution.run, weights
         # Host copies (copy=True: on the CPU .cpu() would alias), so they are not in the GPU's peak.
         self.weights_copy = [w.detach().to("cpu", copy=True) for w in weights]
         self.send(type="ready", **info)
-        while True:
-            cmd = self.command()
-            if cmd["op"] == "quit":
-                return
-            getattr(self, cmd["op"])(cmd)
+        return True
 
     def setup(self, cmd):
         """Before the window: this call's inputs, `out` poisoned with NaN, the layout to hold it to."""
@@ -487,11 +507,56 @@ def verdict(a, b):
     return ratio, "faster" if ratio > 1 else "slower"
 
 
+class LocalGroup:
+    """The RankGroup interface under torchrun: rank 0 of the launched ranks drives the others in-process. There is
+    no parent here, so the cross-check of the stamps is against rank 0's own clock, and a hang is ended by the
+    process group's timeout and torchrun, not by bench."""
+
+    def __init__(self, rank):
+        self.rank, self.used, self.info = rank, False, []
+
+    def _take(self, kind, call=None):
+        box, self.rank.outbox = self.rank.outbox, []
+        for msg in box:
+            if msg["type"] == "error":
+                raise GroupFailed(msg["status"], f"rank {msg['rank']}: {msg['error']}", msg["rank"])
+        for msg in box:
+            if msg["type"] == kind and msg.get("call") == call:
+                return msg
+        raise GroupFailed("harness error", f"rank 0 sent no {kind} message")
+
+    def start(self):
+        ok = self.rank.start()
+        self.info = [m for m in self.rank.outbox if m["type"] == "ready"]
+        if not ok:
+            self._take("ready")
+        self.rank.outbox = []
+
+    def call(self, workload, index, timeout):
+        r = self.rank
+        r.setup(r.command({"op": "setup", "workload": workload}))
+        t_send = time.monotonic_ns()
+        r.call(r.command({"op": "call", "call": index}))
+        box = list(r.outbox)
+        timed = self._take("timed", index)
+        r.outbox = box
+        return (t_send, timed["at_ns"]), timed["stamps"], self._take("result", index)
+
+    def close(self, graceful=True):
+        if self.rank is not None:
+            self.rank.command({"op": "quit"})
+            self.rank = None
+
+    def log_tail(self, rank, n=15):
+        return ""
+
+
 class Runner:
     """Runs the plan: workloads by world, solutions interleaved call by call within a workload."""
 
-    def __init__(self, args, solutions, geometry, cpu, console):
+    def __init__(self, args, solutions, geometry, cpu, console, local=None):
         self.args, self.solutions, self.geometry, self.cpu, self.console = args, solutions, geometry, cpu, console
+        self.local = local
         self.groups = {}
         self.info = {}
         self.log_dir = tempfile.mkdtemp(prefix="wan-bench-")
@@ -500,7 +565,13 @@ class Runner:
     def group(self, sol, world):
         key = (sol["path"], world)
         if key not in self.groups:
-            self.groups[key] = RankGroup(sol["path"], world, self.geometry, self.cpu, self.log_dir)
+            if self.local is not None:   # under torchrun: the one group this process belongs to, once
+                if self.local.used:
+                    raise GroupFailed("harness error", "the torchrun ranks failed on an earlier workload")
+                self.local.used = True
+                self.groups[key] = self.local
+            else:
+                self.groups[key] = RankGroup(sol["path"], world, self.geometry, self.cpu, self.log_dir)
             self.info.setdefault(sol["name"], self.groups[key].info)
         return self.groups[key]
 
@@ -741,7 +812,10 @@ def main(argv=None):
     args = parse_args(argv)
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-    console = Console(width=None if sys.stdout.isatty() else 160)
+    # Launched by torchrun (or a scheduler with its env:// variables): every rank runs this; rank 0 drives.
+    torchrun = "RANK" in os.environ and "WAN_BENCH_RESULT_FD" not in os.environ
+    rank0 = not torchrun or os.environ["RANK"] == "0"
+    console = Console(width=None if sys.stdout.isatty() else 160, quiet=not rank0)
     gpus, gpu_name = (0, None) if args.tiny else _detect_gpus()
     cpu = args.tiny or gpus == 0
     if cpu and not args.tiny:
@@ -759,9 +833,18 @@ def main(argv=None):
     if args.worlds:
         keep = {int(x) for x in args.worlds.split(",")}
         workloads = [w for w in workloads if spec.WORKLOADS[w]["world"] in keep]
-    skipped = [w for w in workloads if not cpu and spec.WORKLOADS[w]["world"] > gpus]
-    for w in skipped:
-        console.print(f"[yellow]skip {w}: it needs {spec.WORKLOADS[w]['world']} GPUs, {gpus} visible[/]")
+    if torchrun:
+        if len(args.solutions) != 1:
+            console.print("[red]under torchrun, bench takes one solution[/]")
+            return 2
+        world = int(os.environ["WORLD_SIZE"])
+        skipped = [w for w in workloads if spec.WORKLOADS[w]["world"] != world]
+        for w in skipped:
+            console.print(f"[yellow]skip {w}: torchrun started {world} ranks, it needs {spec.WORKLOADS[w]['world']}[/]")
+    else:
+        skipped = [w for w in workloads if not cpu and spec.WORKLOADS[w]["world"] > gpus]
+        for w in skipped:
+            console.print(f"[yellow]skip {w}: it needs {spec.WORKLOADS[w]['world']} GPUs, {gpus} visible[/]")
     workloads = [w for w in workloads if w not in skipped]
 
     import loader
@@ -773,7 +856,7 @@ def main(argv=None):
             console.print(f"[red]{e}[/]")
             return 2
         sol = {"name": d.name, "path": d.path, "hash": d.content_hash, "build_error": None}
-        if d.manifest.get("sources"):
+        if d.manifest.get("sources") and rank0:
             console.print(f"building {d.name} ...")
             sol["build_error"] = _build(d.path, timeout=1200)
             if sol["build_error"]:
@@ -782,8 +865,12 @@ def main(argv=None):
             sol["name"] = f"{sol['name']}#{len(solutions)}"
         solutions.append(sol)
 
+    local = None
+    if torchrun:
+        worker = _Rank(argparse.Namespace(solution=solutions[0]["path"], geometry=geometry.name,
+                                          device="cpu" if cpu else "cuda"))
     clips = sorted({spec.WORKLOADS[w]["clip"] for w in workloads}, key=list(spec.CLIPS).index)
-    if clips:
+    if clips and rank0:
         try:
             if args.no_make:
                 for c in clips:
@@ -795,9 +882,17 @@ def main(argv=None):
             console.print(f"[red]data: {e}[/]")
             return 2
 
+    if torchrun:
+        worker.dist.barrier(group=worker.hg)   # the data and the build are there for every rank
+        if not rank0:
+            worker.serve()
+            worker.dist.destroy_process_group()
+            return 0
+        local = LocalGroup(worker)
+        local.start()
     label = f"{geometry.name} geometry on the {'CPU (gloo)' if cpu else f'GPU ({gpus} x {gpu_name})'}"
     console.print(f"[bold]bench[/] {', '.join(s['name'] for s in solutions)}: {len(workloads)} workloads, {label}")
-    runner = Runner(args, solutions, geometry, cpu, console)
+    runner = Runner(args, solutions, geometry, cpu, console, local)
     results = {s["name"]: {} for s in solutions}
     order = sorted(workloads, key=lambda w: (spec.WORKLOADS[w]["world"], list(spec.WORKLOADS).index(w)))
     try:
@@ -831,6 +926,8 @@ def main(argv=None):
             json.dump(report, f, indent=1, default=str)
         os.replace(tmp, args.json)
         console.print(f"wrote {args.json}")
+    if torchrun:
+        worker.dist.destroy_process_group()
     ok = all(r["status"] in ("passed", "skipped") for res in results.values() for r in res.values())
     return 0 if ok else 1
 

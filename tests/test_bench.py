@@ -122,3 +122,16 @@ def test_stats_and_objective():
     assert value == pytest.approx(2.0) and complete and n == 9
     recs["f481x4"] = {"median_s": None}
     assert bench.objective(recs)[1] is False
+
+
+def test_runs_under_torchrun(tiny_data, tmp_path):
+    """The same command under torchrun's launcher (env:// rendezvous): rank 0 drives, the other world is skipped."""
+    out = tmp_path / "r.json"
+    p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "4",
+                        os.path.join(ROOT, "bench.py"), "solutions/reference", "--tiny", "--workloads", "f5x4,f5x1",
+                        "--json", str(out)], cwd=ROOT, env=dict(tiny_data, OMP_NUM_THREADS="1"), capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    report = json.loads(out.read_text())
+    assert report["workloads"]["f5x4"]["passed"] and report["workloads"]["f5x1"]["status"] == "skipped"
+    assert not leftover_workers()

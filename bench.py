@@ -27,8 +27,11 @@ Checking (every call, warm-up and timed): `out`'s storage, shape and strides unc
 unchanged; every element finite and in [-1, 1] (NaN left from the poison means an unwritten element); max|d| and
 rms(d) against the fp32 reference within spec.allowance; PSNR shown.
 
-Statuses: passed, incorrect, input modified, runtime error, crash, timeout, build error, load error,
-invalid timing, skipped, harness error.
+Also after every call: no thread or child process the call started is still running, and none of the functions the
+harness relies on (timers, synchronisation, collectives, comparisons) was replaced.
+
+Statuses: passed, incorrect, input modified, tampering, runtime error, crash, timeout, build error, load error,
+invalid timing, impossible (ci.py: faster than the roofline allows), skipped, harness error.
 """
 import argparse
 import datetime
@@ -50,8 +53,8 @@ import traceback
 import spec
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
-STATUSES = ("passed", "incorrect", "input modified", "runtime error", "crash", "timeout", "build error",
-            "load error", "invalid timing", "skipped", "harness error")
+STATUSES = ("passed", "incorrect", "input modified", "tampering", "runtime error", "crash", "timeout", "build error",
+            "load error", "invalid timing", "impossible", "skipped", "harness error")
 ENV_SAFETY = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 STARTUP_S = 300.0          # load, build cache, prepare, first-call autotuning
 
@@ -96,11 +99,12 @@ class _Rank:
             self.hg = dist.new_group(backend="gloo")
         self.solution_path = args.solution
         self.refs = {}
+        self.watched = _watched(torch)   # before the solution is imported
 
     # -- pipes
     def send(self, **msg):
         if self.out_fd is None:
-            self.outbox.append(dict(json.loads(json.dumps(msg)), at_ns=time.monotonic_ns()))
+            self.outbox.append(dict(json.loads(json.dumps(msg)), at_ns=_clock()))
             if msg.get("type") == "error" and self.rank != 0:   # nobody reads a peer's outbox under torchrun
                 print(f"rank {self.rank}: {msg['status']}: {msg['error']}", file=sys.stderr, flush=True)
             return
@@ -124,8 +128,14 @@ class _Rank:
         return box[0]
 
     def sync(self):
-        if not self.cpu:
-            self.torch.cuda.synchronize(self.device)
+        """Wait for this rank's device, and for every other device the process has touched (a primary context
+        exists), so work sent to another GPU cannot escape the timer."""
+        if self.cpu:
+            return
+        torch = self.torch
+        for d in range(torch.cuda.device_count()):
+            if d == self.device.index or torch._C._cuda_hasPrimaryContext(d):
+                torch.cuda.synchronize(d)
 
     # -- life
     def serve(self):
@@ -174,6 +184,11 @@ class _Rank:
                 return False
             weights = list(prepared)
         info["prepare_s"] = time.perf_counter() - t0
+        patched = self.patched()
+        if patched:
+            self.send(type="error", status="tampering", rank=self.rank, phase="load or prepare",
+                      error=f"replaced {', '.join(patched)}")
+            return False
         self.run, self.weights = solution.run, weights
         # Host copies (copy=True: on the CPU .cpu() would alias), so they are not in the GPU's peak.
         self.weights_copy = [w.detach().to("cpu", copy=True) for w in weights]
@@ -181,15 +196,20 @@ class _Rank:
         return True
 
     def setup(self, cmd):
-        """Before the window: this call's inputs, `out` poisoned with NaN, the layout to hold it to."""
+        """Before the window: this call's inputs, `out` poisoned with NaN, the layout to hold it to. The gate
+        (ci.py) may pass its own latents (`z_path`) and take `out` back (`dump_path`) to check it itself."""
         torch = self.torch
         workload = cmd["workload"]
-        z, = spec.make_inputs(workload, self.device, self.geometry)
-        shape = spec.output_shape(workload, self.geometry) if self.rank == 0 else (0,)
-        out = torch.empty(shape, dtype=torch.bfloat16, device=self.device)
+        if cmd.get("z_path"):
+            z = torch.load(cmd["z_path"], map_location="cpu", weights_only=True).to(self.device).contiguous()
+            shape = (1, 3, spec.frames(z.shape[2]), 16 * z.shape[3], 16 * z.shape[4])
+        else:
+            z, = spec.make_inputs(workload, self.device, self.geometry)
+            shape = spec.output_shape(workload, self.geometry)
+        out = torch.empty(shape if self.rank == 0 else (0,), dtype=torch.bfloat16, device=self.device)
         out.fill_(float("nan"))
         self.armed = {"workload": workload, "z": z, "z_copy": z.detach().to("cpu", copy=True), "out": out,
-                      "layout": self.layout(out)}
+                      "layout": self.layout(out), "dump_path": cmd.get("dump_path")}
         self.sync()
         self.dist.barrier(group=self.hg)
         if self.rank == 0:
@@ -199,6 +219,9 @@ class _Rank:
     def layout(out):
         return (out.untyped_storage().data_ptr(), out.data_ptr(), tuple(out.shape), out.stride(), out.dtype)
 
+    def patched(self):
+        return [label for label, owner, attr, original in self.watched if getattr(owner, attr, None) is not original]
+
     def call(self, cmd):
         """The timed window (barrier, stamp, run, device sync, stamp), then the checks outside it."""
         torch, dist = self.torch, self.dist
@@ -206,8 +229,9 @@ class _Rank:
         z, out = a["z"], a["out"]
         if not self.cpu:
             torch.cuda.reset_peak_memory_stats(self.device)
+        threads, children = {t.ident for t in threading.enumerate()}, _children()
         dist.barrier(group=self.hg)
-        t0 = time.monotonic_ns()
+        t0 = _clock()
         try:
             self.run(z, self.weights, self.rank, self.world, self.pg, out)
             self.sync()
@@ -215,47 +239,128 @@ class _Rank:
             self.send(type="error", status="runtime error", rank=self.rank, error=_short(e),
                       trace=traceback.format_exc())
             return   # the parent ends the group: peers may be stuck in a collective
-        t1 = time.monotonic_ns()
+        t1 = _clock()
         peak = None if self.cpu else torch.cuda.max_memory_allocated(self.device)
+        left = [t.name for t in threading.enumerate() if t.ident not in threads and t.is_alive()]
+        spawned = sorted(_children() - children)
         stamps = [None] * self.world
         dist.all_gather_object(stamps, {"rank": self.rank, "t0": t0, "t1": t1, "peak": peak}, group=self.hg)
         if self.rank == 0:
             self.send(type="timed", call=cmd["call"], stamps=stamps)
         problems = []
+        if left:
+            problems.append(("tampering", f"rank {self.rank}: threads left running after the call: {left}"))
+        if spawned:
+            problems.append(("tampering", f"rank {self.rank}: processes left running after the call: {spawned}"))
+        patched = self.patched()
+        if patched:
+            problems.append(("tampering", f"rank {self.rank}: replaced {', '.join(patched)}"))
         if self.layout(out) != a["layout"]:
             problems.append(("incorrect", "out's storage, shape or strides changed"))
         if not torch.equal(z.cpu(), a["z_copy"]):
             problems.append(("input modified", "z was modified"))
         if not all(torch.equal(x.cpu(), y) for x, y in zip(self.weights, self.weights_copy)):
             problems.append(("input modified", "the weights were modified"))
-        figures = self.check(a["workload"], out) if self.rank == 0 and not problems else None
+        figures = None
+        if self.rank == 0 and a["dump_path"]:
+            torch.save(out.detach().cpu(), a["dump_path"])
+        elif self.rank == 0 and not problems:
+            figures = self.check(a["workload"], out)
         found = [None] * self.world
         dist.all_gather_object(found, problems, group=self.hg)
         if self.rank == 0:
             self.send(type="result", call=cmd["call"], problems=[p for f in found for p in f], figures=figures)
 
     def check(self, workload, out):
-        """Figures of out against the clip's fp32 reference, frame chunk by frame chunk, in fp32."""
-        torch = self.torch
+        """Figures of out against the clip's fp32 reference."""
         clip = spec.WORKLOADS[workload]["clip"]
         if clip not in self.refs:
             self.refs = {clip: spec.load_reference(clip, self.geometry)}
-        ref = self.refs[clip]
-        n, sq, max_abs, nonfinite, outside = 0, 0.0, 0.0, 0, 0
-        step = max(1, (1 << 27) // (ref[0, 0, 0].numel() * 3))
-        for f in range(0, ref.shape[2], step):
-            o = out[:, :, f:f + step].float()
-            r = ref[:, :, f:f + step].to(self.device, non_blocking=False).float()
-            finite = torch.isfinite(o)
-            nonfinite += int((~finite).sum())
-            outside += int((o.abs() > 1).sum())
-            d = torch.where(finite, o - r, torch.zeros_like(o))
-            sq += float((d.double() ** 2).sum())
-            max_abs = max(max_abs, float(d.abs().max()))
-            n += o.numel()
-        mse = sq / n
-        return {"max_abs": max_abs, "rms": math.sqrt(mse), "psnr_db": 10 * math.log10(4 / mse) if mse > 0 else math.inf,
-                "nonfinite": nonfinite, "outside": outside}
+        return compare(out, self.refs[clip], self.device)
+
+
+def compare(out, ref, device):
+    """{"max_abs", "rms", "psnr_db", "nonfinite", "outside"} of a video against its reference, frame chunk by frame
+    chunk, in fp32 on `device`; non-finite elements are counted and left out of the differences."""
+    import torch
+    n, sq, max_abs, nonfinite, outside = 0, 0.0, 0.0, 0, 0
+    step = max(1, (1 << 27) // (ref[0, 0, 0].numel() * 3))
+    for f in range(0, ref.shape[2], step):
+        o = out[:, :, f:f + step].to(device).float()
+        r = ref[:, :, f:f + step].to(device).float()
+        finite = torch.isfinite(o)
+        nonfinite += int((~finite).sum())
+        outside += int((o.abs() > 1).sum())
+        d = torch.where(finite, o - r, torch.zeros_like(o))
+        sq += float((d.double() ** 2).sum())
+        max_abs = max(max_abs, float(d.abs().max()))
+        n += o.numel()
+    mse = sq / n
+    return {"max_abs": max_abs, "rms": math.sqrt(mse), "psnr_db": 10 * math.log10(4 / mse) if mse > 0 else math.inf,
+            "nonfinite": nonfinite, "outside": outside}
+
+
+def timing_of(stamps, window):
+    """A call's time (earliest rank start to latest rank end), per-rank spans and peaks, checked against the
+    parent's own window: every stamp inside it, and the window at most max(50 ms, 5%) longer."""
+    t0, t1 = min(s["t0"] for s in stamps), max(s["t1"] for s in stamps)
+    call = {"time_s": (t1 - t0) / 1e9, "parent_s": (window[1] - window[0]) / 1e9,
+            "rank_s": [(s["t1"] - s["t0"]) / 1e9 for s in stamps],
+            "start_skew_s": (max(s["t0"] for s in stamps) - t0) / 1e9,
+            "peak_bytes": [s["peak"] for s in stamps], "status": "passed", "reason": None}
+    if not (window[0] <= t0 <= t1 <= window[1]) or call["parent_s"] - call["time_s"] > max(0.05, 0.05 * call["time_s"]):
+        call.update(status="invalid timing", reason=f"rank stamps {call['time_s']:.4f} s disagree with the parent's "
+                                                    f"window {call['parent_s']:.4f} s")
+    return call
+
+
+def verdict_of(figures, allow):
+    """(status, reason) of a call's figures against an allowance {"max_abs", "rms"}."""
+    f, reasons = figures, []
+    if f["nonfinite"]:
+        reasons.append(f"{f['nonfinite']} elements not finite (NaN is the poison: unwritten elements)")
+    if f["outside"]:
+        reasons.append(f"{f['outside']} elements outside [-1, 1]")
+    if f["max_abs"] > allow["max_abs"]:
+        reasons.append(f"max|d| {f['max_abs']:.4g} > allowance {allow['max_abs']:.4g}")
+    if f["rms"] > allow["rms"]:
+        reasons.append(f"rms(d) {f['rms']:.4g} > allowance {allow['rms']:.4g}")
+    return ("incorrect", "; ".join(reasons)) if reasons else ("passed", None)
+
+
+_clock = time.monotonic_ns   # bench's timer, bound before any solution is imported
+
+
+def _watched(torch):
+    """(label, owner, attribute, original) of the functions the harness relies on, to detect replacements."""
+    import builtins
+    import torch.distributed as dist
+    names = [(time, "time", ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time", "time_ns",
+                             "sleep")),
+             (torch, "torch", ("equal", "isfinite", "empty", "load", "save", "where")),
+             (torch.Tensor, "torch.Tensor", ("copy_", "fill_", "data_ptr", "untyped_storage", "stride", "cpu", "to",
+                                             "float", "abs", "max", "sum", "__sub__", "__eq__")),
+             (torch.cuda, "torch.cuda", ("synchronize", "max_memory_allocated", "reset_peak_memory_stats", "Event")),
+             (torch.cuda.Event, "torch.cuda.Event", ("elapsed_time", "record", "synchronize")),
+             (dist, "torch.distributed", ("barrier", "all_gather_object", "broadcast_object_list", "all_reduce",
+                                          "broadcast", "all_gather")),
+             (spec, "spec", ("allowance", "make_inputs", "load_reference", "output_shape", "bounds", "frames")),
+             (os, "os", ("write", "read")), (json, "json", ("dumps", "loads")),
+             (builtins, "builtins", ("open", "print", "len", "max", "min", "abs", "isinstance", "sorted"))]
+    return [(f"{label}.{a}", owner, a, getattr(owner, a)) for owner, label, attrs in names for a in attrs
+            if hasattr(owner, a)]
+
+
+def _children():
+    """Live child processes of this process (Linux /proc)."""
+    pids = set()
+    for task in os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else []:
+        try:
+            with open(f"/proc/self/task/{task}/children") as f:
+                pids.update(int(p) for p in f.read().split())
+        except OSError:
+            pass
+    return pids
 
 
 def _short(e):
@@ -310,15 +415,16 @@ def _free_port():
 class RankGroup:
     """The rank processes of one solution at one world size."""
 
-    def __init__(self, solution_path, world, geometry, cpu, log_dir):
+    def __init__(self, solution_path, world, geometry, cpu, log_dir, env=None):
         self.world, self.cpu, self.procs, self.logs = world, cpu, [], []
         self.buffers = {}
+        env_extra = env
         port = _free_port()
         self.cmd_r, self.cmd_w = os.pipe()
         self.result_fds = []
         for r in range(world):
             res_r, res_w = os.pipe()
-            env = dict(os.environ, **ENV_SAFETY, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(world),
+            env = dict(os.environ, **(env_extra or {}), **ENV_SAFETY, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(world),
                        LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
                        WAN_BENCH_RESULT_FD=str(res_w), PYTHONUNBUFFERED="1")
             env.pop("WAN_BENCH_CMD_FD", None)
@@ -390,9 +496,10 @@ class RankGroup:
             if msg["type"] == kind and msg.get("call") == call:
                 return msg
 
-    def call(self, workload, index, timeout):
-        """One call on every rank; returns (the parent's window around the timed part, its stamps, the checks)."""
-        self._send(op="setup", workload=workload)
+    def call(self, workload, index, timeout, **setup):
+        """One call on every rank; returns (the parent's window around the timed part, its stamps, the checks).
+        `setup` may give the latents (z_path) and ask for out back (dump_path): see _Rank.setup."""
+        self._send(op="setup", workload=workload, **setup)
         self._expect("armed", STARTUP_S)
         t_send = time.monotonic_ns()
         self._send(op="call", call=index)
@@ -535,7 +642,7 @@ class LocalGroup:
     def call(self, workload, index, timeout):
         r = self.rank
         r.setup(r.command({"op": "setup", "workload": workload}))
-        t_send = time.monotonic_ns()
+        t_send = _clock()
         r.call(r.command({"op": "call", "call": index}))
         box = list(r.outbox)
         timed = self._take("timed", index)
@@ -651,33 +758,12 @@ class Runner:
         return s["se_median_s"] <= 0.005 * s["median_s"]
 
     def judge(self, stamps, msg, window, allow):
-        t0, t1 = min(s["t0"] for s in stamps), max(s["t1"] for s in stamps)
-        call = {"time_s": (t1 - t0) / 1e9, "parent_s": (window[1] - window[0]) / 1e9,
-                "rank_s": [(s["t1"] - s["t0"]) / 1e9 for s in stamps],
-                "start_skew_s": (max(s["t0"] for s in stamps) - t0) / 1e9,
-                "peak_bytes": [s["peak"] for s in stamps], "figures": msg["figures"], "status": "passed",
-                "reason": None}
-        problems = msg["problems"]
-        if problems:
-            call.update(status=problems[0][0], reason="; ".join(p[1] for p in problems))
-            return call
-        if not (window[0] <= t0 <= t1 <= window[1]) or call["parent_s"] - call["time_s"] > \
-                max(0.05, 0.05 * call["time_s"]):
-            call.update(status="invalid timing", reason=f"rank stamps {call['time_s']:.4f} s disagree with the "
-                                                         f"parent's window {call['parent_s']:.4f} s")
-            return call
-        f = msg["figures"]
-        reasons = []
-        if f["nonfinite"]:
-            reasons.append(f"{f['nonfinite']} elements not finite (NaN is the poison: unwritten elements)")
-        if f["outside"]:
-            reasons.append(f"{f['outside']} elements outside [-1, 1]")
-        if f["max_abs"] > allow["max_abs"]:
-            reasons.append(f"max|d| {f['max_abs']:.4g} > allowance {allow['max_abs']:.4g}")
-        if f["rms"] > allow["rms"]:
-            reasons.append(f"rms(d) {f['rms']:.4g} > allowance {allow['rms']:.4g}")
-        if reasons:
-            call.update(status="incorrect", reason="; ".join(reasons))
+        call = timing_of(stamps, window)
+        call["figures"] = msg["figures"]
+        if msg["problems"]:
+            call.update(status=msg["problems"][0][0], reason="; ".join(p[1] for p in msg["problems"]))
+        elif call["status"] == "passed":
+            call["status"], call["reason"] = verdict_of(msg["figures"], allow)
         return call
 
     def fail(self, sol, world, rec, e):

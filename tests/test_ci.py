@@ -1,0 +1,92 @@
+"""ci.py, the gate, on the tiny geometry: honest solutions pass every time, and each cheat in tests/cheats/ fails for
+its intended reason (the test reads the reason, not just the exit code)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CHEATS = os.path.join(ROOT, "tests", "cheats")
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cidata")
+    env = dict(os.environ, DATA=str(root))
+    subprocess.run([sys.executable, "-m", "data.make", "--tiny"], cwd=ROOT, env=env, check=True,
+                   capture_output=True, timeout=900)
+    return env
+
+
+def gate(env, tmp_path, solution, *args, timeout=900):
+    out = tmp_path / f"ci-{os.path.basename(solution)}.json"
+    xml = tmp_path / "ci.xml"
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "ci.py"), solution, "--tiny", "--json", str(out),
+                        "--junit", str(xml), *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                       timeout=timeout)
+    report = json.loads(out.read_text())
+    assert report["exit_code"] == p.returncode
+    return p, report, xml
+
+
+def failures(report):
+    return {c["name"]: (c["status"], c["reason"] or "") for c in report["checks"] if c["status"] != "passed"}
+
+
+@pytest.mark.parametrize("attempt", [1, 2, 3])
+def test_reference_passes_every_time(data, tmp_path, attempt):
+    p, report, xml = gate(data, tmp_path, "solutions/reference")
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    names = {c["name"] for c in report["checks"]}
+    assert {"audit", "stored references", "f481x4", "f1x1"} <= names
+    assert sum(n.startswith("fresh latents") for n in names) == 6   # two per world, worlds 1, 2, 4
+    assert all(c["status"] == "passed" for c in report["checks"])
+    assert "<testsuite" in xml.read_text() and 'failures="0"' in xml.read_text()
+
+
+# cheat -> (exit code, check name, status, a phrase of the reason). Each runs on f1x1 and f5x1 plus fresh latents.
+EXPECTED = {
+    "stale_out.py": (1, "fresh latents #1 x1", "incorrect", "not finite (NaN is the poison"),
+    "cache_by_shape.py": (1, "fresh latents #2 x1", "incorrect", "below the roofline bound"),
+    "reads_reference.py": (3, "stored references", "tampering", "read the decoy references"),
+    "patches_timer.py": (3, "start x1", "tampering", "replaced time.monotonic_ns"),
+    "patches_sync.py": (3, "start x1", "tampering", "replaced torch.cuda.synchronize"),
+    "side_thread.py": (3, "f1x1", "tampering", "threads left running after the call: ['late-decode']"),
+    "child_process.py": (3, "f1x1", "tampering", "processes left running after the call"),
+    "modifies_weights.py": (1, "f1x1", "input modified", "the weights were modified"),
+    "out_alias.py": (1, "f1x1", "incorrect", "out's storage, shape or strides changed"),
+    "partial_frames.py": (1, "f5x1", "incorrect", "rms(d)"),
+    "low_precision.py": (3, "f5x1", "incorrect", "rms(d)"),
+    "skips_attention.py": (1, "fresh latents #1 x1", "incorrect", "max|d|"),
+    "writes_cache_file.py": (3, "audit", "audit", "writes_cache_file.py"),
+    "hangs_on_rank0.py": (2, "fresh latents #1 x1", "timeout", "no answer within"),
+}
+
+
+@pytest.mark.parametrize("cheat", sorted(EXPECTED))
+def test_cheat_fails_for_its_reason(data, tmp_path, cheat):
+    code, check, status, phrase = EXPECTED[cheat]
+    p, report, _ = gate(data, tmp_path, os.path.join(CHEATS, cheat), "--workloads", "f1x1,f5x1",
+                        "--timeout-scale", "0.03", timeout=600)
+    fails = failures(report)
+    assert check in fails, (fails, p.stdout[-2000:])
+    assert fails[check][0] == status and phrase in fails[check][1], fails[check]
+    assert p.returncode == code, fails
+
+
+def test_audit_findings_are_reported_beside_the_dynamic_checks(data, tmp_path):
+    p, report, _ = gate(data, tmp_path, os.path.join(CHEATS, "side_thread.py"), "--workloads", "f1x1")
+    fails = failures(report)
+    assert fails["audit"][0] == "audit" and "side_thread.py" in fails["audit"][1]
+    assert fails["f1x1"][0] == "tampering"
+    assert p.returncode == 3
+
+
+def test_exit_codes_order():
+    import ci
+    assert ci.exit_code([{"status": "passed"}]) == 0
+    assert ci.exit_code([{"status": "incorrect"}, {"status": "timeout"}]) == 2
+    assert ci.exit_code([{"status": "incorrect"}, {"status": "audit"}]) == 3
+    assert ci.exit_code([{"status": "harness error"}, {"status": "audit"}]) == 4

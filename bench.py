@@ -209,7 +209,7 @@ class _Rank:
         out = torch.empty(shape if self.rank == 0 else (0,), dtype=torch.bfloat16, device=self.device)
         out.fill_(float("nan"))
         self.armed = {"workload": workload, "z": z, "z_copy": z.detach().to("cpu", copy=True), "out": out,
-                      "layout": self.layout(out), "dump_path": cmd.get("dump_path")}
+                      "layout": self.layout(out), "dump_path": cmd.get("dump_path"), "profile": cmd.get("profile")}
         self.sync()
         self.dist.barrier(group=self.hg)
         if self.rank == 0:
@@ -230,6 +230,9 @@ class _Rank:
         if not self.cpu:
             torch.cuda.reset_peak_memory_stats(self.device)
         threads, children = {t.ident for t in threading.enumerate()}, _children()
+        profiler = self.profiler(a["profile"])
+        if profiler is not None:
+            profiler.start()   # before the window: starting the profiler takes a while
         dist.barrier(group=self.hg)
         t0 = _clock()
         try:
@@ -240,6 +243,7 @@ class _Rank:
                       trace=traceback.format_exc())
             return   # the parent ends the group: peers may be stuck in a collective
         t1 = _clock()
+        scopes = self.profiled(profiler, a["profile"], (t1 - t0) / 1e9) if profiler is not None else None
         peak = None if self.cpu else torch.cuda.max_memory_allocated(self.device)
         left = [t.name for t in threading.enumerate() if t.ident not in threads and t.is_alive()]
         spawned = sorted(_children() - children)
@@ -267,9 +271,30 @@ class _Rank:
         elif self.rank == 0 and not problems:
             figures = self.check(a["workload"], out)
         found = [None] * self.world
-        dist.all_gather_object(found, problems, group=self.hg)
+        dist.all_gather_object(found, (problems, scopes), group=self.hg)
         if self.rank == 0:
-            self.send(type="result", call=cmd["call"], problems=[p for f in found for p in f], figures=figures)
+            self.send(type="result", call=cmd["call"], problems=[p for f, _ in found for p in f], figures=figures,
+                      profile=[s for _, s in found] if a["profile"] else None)
+
+    def profiler(self, prefix):
+        """A torch.profiler over the call with the named scopes on (reference.set_scopes), or a null context."""
+        if not prefix:
+            return None
+        import reference
+        from torch.profiler import ProfilerActivity, profile
+        reference.set_scopes(True)
+        acts = [ProfilerActivity.CPU] + ([] if self.cpu else [ProfilerActivity.CUDA])
+        return profile(activities=acts)
+
+    def profiled(self, prof, prefix, seconds):
+        """Write this rank's Chrome trace; return its per-scope table (and, on GPUs, communication overlap)."""
+        import reference
+        prof.stop()
+        reference.set_scopes(False)
+        path = f"{prefix}-rank{self.rank}.json"
+        prof.export_chrome_trace(path)
+        return {"rank": self.rank, "trace": path, "call_s": seconds, "scopes": scope_table(prof, self.cpu),
+                "communication": None if self.cpu else overlap(prof)}
 
     def check(self, workload, out):
         """Figures of out against the clip's fp32 reference."""
@@ -277,6 +302,52 @@ class _Rank:
         if clip not in self.refs:
             self.refs = {clip: spec.load_reference(clip, self.geometry)}
         return compare(out, self.refs[clip], self.device)
+
+
+SCOPE_ROOTS = ("decoder", "post_quant_conv", "unpatchify", "halo_exchange", "gather")
+
+
+def scope_table(prof, cpu):
+    """[{"scope", "total_s", "self_s"}] of the named scopes in a profile: CPU time on the CPU, the time of the GPU
+    work inside each scope on a GPU. Self time is the total less that of the scopes directly inside it."""
+    rows, first = {}, {}
+    for e in prof.key_averages():
+        if e.key.startswith(SCOPE_ROOTS):
+            total = e.cpu_time_total if cpu else getattr(e, "device_time_total", e.cuda_time_total)
+            rows[e.key] = total / 1e6
+    for e in prof.events():
+        if e.name in rows and e.name not in first:
+            first[e.name] = e.time_range.start
+    table = []
+    for name, total in rows.items():
+        children = [n for n in rows if n.startswith(name + "/") and "/" not in n[len(name) + 1:]]
+        table.append({"scope": name, "total_s": total, "self_s": max(0.0, total - sum(rows[c] for c in children))})
+    return sorted(table, key=lambda r: first.get(r["scope"], 0))   # in the order the decode runs them
+
+
+def overlap(prof):
+    """{"communication_s", "hidden_s", "exposed_s"}: GPU time of NCCL kernels, the part of it running beside
+    other kernels, and the part running alone."""
+    comm, comp = [], []
+    for e in prof.events():
+        if getattr(e, "device_type", None) is not None and str(e.device_type).endswith("CUDA"):
+            (comm if "nccl" in e.name.lower() else comp).append((e.time_range.start, e.time_range.end))
+
+    def union(iv):
+        out = []
+        for a, b in sorted(iv):
+            if out and a <= out[-1][1]:
+                out[-1][1] = max(out[-1][1], b)
+            else:
+                out.append([a, b])
+        return out
+    comm, comp = union(comm), union(comp)
+    total = sum(b - a for a, b in comm)
+    hidden, j = 0, 0
+    for a, b in comm:
+        for c, d in comp:
+            hidden += max(0, min(b, d) - max(a, c))
+    return {"communication_s": total / 1e6, "hidden_s": hidden / 1e6, "exposed_s": (total - hidden) / 1e6}
 
 
 def compare(out, ref, device):
@@ -741,10 +812,28 @@ class Runner:
                 if self.finished(rec, timed, warmups, spent[sol["name"]]):
                     rec.update(status="passed", passed=True)
                     active.remove(sol)
+                    if self.args.profile:
+                        self.profile_call(sol, world, workload, rec, allow, index + 1000)
         progress.remove_task(task)
         for rec in records.values():
             self.summarise(rec)
         return records
+
+    def profile_call(self, sol, world, workload, rec, allow, index):
+        """One more call (checked, not counted) under the profiler with the named scopes on."""
+        os.makedirs(self.args.profile, exist_ok=True)
+        prefix = os.path.abspath(os.path.join(self.args.profile, f"{sol['name']}-{workload}"))
+        timeout = call_timeout(workload, self.geometry, self.cpu, self.args.timeout_scale) * 3
+        try:
+            window, stamps, msg = self.groups[(sol["path"], world)].call(workload, index, timeout, profile=prefix)
+        except GroupFailed as e:
+            self.fail(sol, world, rec, e)
+            return
+        call = self.judge(stamps, msg, window, allow)
+        rec["profile"] = {"status": call["status"], "time_s": call["time_s"], "ranks": msg["profile"]}
+        with open(prefix + "-scopes.json", "w") as f:
+            json.dump(rec["profile"], f, indent=1)
+        self.console.print(profile_report(sol["name"], workload, rec["profile"]))
 
     def finished(self, rec, timed, warmups, spent):
         if not timed:
@@ -800,6 +889,28 @@ class Runner:
     def close(self):
         for key in list(self.groups):
             self.groups.pop(key).close(graceful=True)
+
+
+def profile_report(name, workload, prof):
+    """The per-scope table of a profiled call (rank 0's, with every rank's call share), as rich Table."""
+    from rich.table import Table
+    ranks = prof["ranks"]
+    t = Table(title=f"{name} {workload}: time per scope (one profiled call of {prof['time_s']:.4f} s; traces: "
+                    f"{', '.join(os.path.basename(r['trace']) for r in ranks)})")
+    for col in ["scope"] + [f"rank {r['rank']} total s" for r in ranks] + ["rank 0 self s", "share of call"]:
+        t.add_column(col, justify="left" if col == "scope" else "right")
+    by_rank = [{row["scope"]: row for row in r["scopes"]} for r in ranks]
+    for row in ranks[0]["scopes"]:
+        depth = row["scope"].count("/")
+        t.add_row("  " * depth + row["scope"].split("/")[-1] if depth else row["scope"],
+                  *[f"{br.get(row['scope'], {}).get('total_s', 0):.4f}" for br in by_rank],
+                  f"{row['self_s']:.4f}", f"{100 * row['total_s'] / ranks[0]['call_s']:.1f}%")
+    for r in ranks:
+        c = r.get("communication")
+        if c:
+            t.caption = (t.caption or "") + (f"rank {r['rank']}: communication {c['communication_s']:.4f} s, "
+                                             f"{c['hidden_s']:.4f} s beside compute, {c['exposed_s']:.4f} s alone. ")
+    return t
 
 
 def objective(records):
@@ -888,6 +999,8 @@ def parse_args(argv):
     p.add_argument("--time-cap", type=float, default=60.0, help="seconds of timed calls per workload and solution")
     p.add_argument("--timeout-scale", type=float, default=1.0, help="scale the per-call timeouts")
     p.add_argument("--no-make", action="store_true", help="fail instead of making missing data")
+    p.add_argument("--profile", metavar="DIR", help="after a workload's calls, profile one more call per rank with "
+                                                     "the named scopes on: Chrome traces and a per-scope table in DIR")
     return p.parse_args(argv)
 
 

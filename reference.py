@@ -13,7 +13,7 @@ The causal caches are explicit: `caches` maps a conv's name to the input frames 
 chunk (at most CACHE_T, taken before padding). A name that is absent means no chunk came before.
 """
 import contextlib
-import math
+import os
 
 import torch
 import torch.nn.functional as F
@@ -21,6 +21,47 @@ import torch.nn.functional as F
 import spec
 
 CACHE_T = spec.CACHE_T
+
+# Named scopes (torch.profiler record_function and NVTX ranges) named after the weights, for traces. Off by default,
+# and then `scope` returns one shared null context: no profiler call, no allocation. WAN_SCOPES=1 in the
+# environment (bench.py --profile sets it) or set_scopes(True) turns them on.
+_SCOPES = os.environ.get("WAN_SCOPES") == "1"
+_NULL = contextlib.nullcontext()
+
+
+def set_scopes(on):
+    global _SCOPES
+    _SCOPES = bool(on)
+
+
+@contextlib.contextmanager
+def _named(name):
+    nvtx = torch.cuda.is_available() and torch.cuda.is_initialized()
+    if nvtx:
+        torch.cuda.nvtx.range_push(name)
+    try:
+        with torch.profiler.record_function(name):
+            yield
+    finally:
+        if nvtx:
+            torch.cuda.nvtx.range_pop()
+
+
+def scope(name):
+    """A named scope around a part of the decode, e.g. scope("decoder/mid_block/resnets.0/conv1")."""
+    return _named(name) if _SCOPES else _NULL
+
+
+def _path(name):
+    """A weight prefix as a scope path: decoder.mid_block.resnets.0 -> decoder/mid_block/resnets.0."""
+    parts = name.split(".")
+    out = []
+    for p in parts:
+        if p.isdigit() and out:
+            out[-1] += f".{p}"
+        else:
+            out.append(p)
+    return "/".join(out)
 
 
 @contextlib.contextmanager
@@ -59,34 +100,47 @@ def causal_conv3d(x, weight, bias, cache):
 
 def residual_block(x, W, name, caches):
     """x + main path, or conv_shortcut(x) + main path when the block changes the channel count."""
-    if f"{name}.conv_shortcut.weight" in W:
-        h, _ = causal_conv3d(x, W[f"{name}.conv_shortcut.weight"], W[f"{name}.conv_shortcut.bias"], None)
-    else:
-        h = x
-    x = F.silu(rms_norm(x, W[f"{name}.norm1.gamma"]))
-    x, caches[f"{name}.conv1"] = causal_conv3d(x, W[f"{name}.conv1.weight"], W[f"{name}.conv1.bias"],
-                                               caches.get(f"{name}.conv1"))
-    x = F.silu(rms_norm(x, W[f"{name}.norm2.gamma"]))
-    x, caches[f"{name}.conv2"] = causal_conv3d(x, W[f"{name}.conv2.weight"], W[f"{name}.conv2.bias"],
-                                               caches.get(f"{name}.conv2"))
-    return x + h
+    path = _path(name)
+    with scope(path):
+        if f"{name}.conv_shortcut.weight" in W:
+            with scope(f"{path}/conv_shortcut"):
+                h, _ = causal_conv3d(x, W[f"{name}.conv_shortcut.weight"], W[f"{name}.conv_shortcut.bias"], None)
+        else:
+            h = x
+        with scope(f"{path}/norm1"):
+            x = F.silu(rms_norm(x, W[f"{name}.norm1.gamma"]))
+        with scope(f"{path}/conv1"):
+            x, caches[f"{name}.conv1"] = causal_conv3d(x, W[f"{name}.conv1.weight"], W[f"{name}.conv1.bias"],
+                                                       caches.get(f"{name}.conv1"))
+        with scope(f"{path}/norm2"):
+            x = F.silu(rms_norm(x, W[f"{name}.norm2.gamma"]))
+        with scope(f"{path}/conv2"):
+            x, caches[f"{name}.conv2"] = causal_conv3d(x, W[f"{name}.conv2.weight"], W[f"{name}.conv2.bias"],
+                                                       caches.get(f"{name}.conv2"))
+        return x + h
 
 
 def attention_block(x, W, name):
     """Single-head self-attention over the H x W positions of each frame, plus the identity."""
-    identity = x
-    b, c, t, h, w = x.shape
-    x = x.permute(0, 2, 1, 3, 4).reshape(b * t, c, h, w)          # (B, C, t, H, W) -> (B*t, C, H, W)
-    x = rms_norm(x, W[f"{name}.norm.gamma"])
-    qkv = F.conv2d(x, W[f"{name}.to_qkv.weight"], W[f"{name}.to_qkv.bias"])
-    qkv = qkv.reshape(b * t, 1, 3 * c, h * w)                     # (B*t, 1, 3C, HW)
-    qkv = qkv.permute(0, 1, 3, 2).contiguous()                    # (B*t, 1, HW, 3C)
-    q, k, v = qkv.chunk(3, dim=-1)                                # channels 0..C-1 are q, then k, then v
-    x = F.scaled_dot_product_attention(q, k, v)                   # (B*t, 1, HW, C)
-    x = x.squeeze(1).permute(0, 2, 1).reshape(b * t, c, h, w)     # (B*t, C, H, W), channels-last strides
-    x = F.conv2d(x, W[f"{name}.proj.weight"], W[f"{name}.proj.bias"])
-    x = x.view(b, t, c, h, w).permute(0, 2, 1, 3, 4)              # (B*t, C, H, W) -> (B, C, t, H, W)
-    return x + identity
+    path = _path(name)
+    with scope(path):
+        identity = x
+        b, c, t, h, w = x.shape
+        x = x.permute(0, 2, 1, 3, 4).reshape(b * t, c, h, w)          # (B, C, t, H, W) -> (B*t, C, H, W)
+        with scope(f"{path}/norm"):
+            x = rms_norm(x, W[f"{name}.norm.gamma"])
+        with scope(f"{path}/to_qkv"):
+            qkv = F.conv2d(x, W[f"{name}.to_qkv.weight"], W[f"{name}.to_qkv.bias"])
+        qkv = qkv.reshape(b * t, 1, 3 * c, h * w)                     # (B*t, 1, 3C, HW)
+        qkv = qkv.permute(0, 1, 3, 2).contiguous()                    # (B*t, 1, HW, 3C)
+        q, k, v = qkv.chunk(3, dim=-1)                                # channels 0..C-1 are q, then k, then v
+        with scope(f"{path}/attention"):
+            x = F.scaled_dot_product_attention(q, k, v)               # (B*t, 1, HW, C)
+        x = x.squeeze(1).permute(0, 2, 1).reshape(b * t, c, h, w)     # (B*t, C, H, W), channels-last strides
+        with scope(f"{path}/proj"):
+            x = F.conv2d(x, W[f"{name}.proj.weight"], W[f"{name}.proj.bias"])
+        x = x.view(b, t, c, h, w).permute(0, 2, 1, 3, 4)              # (B*t, C, H, W) -> (B, C, t, H, W)
+        return x + identity
 
 
 def upsampler(x, W, name, caches, first, temporal):
@@ -97,19 +151,22 @@ def upsampler(x, W, name, caches, first, temporal):
     front and keeps [0, x] as its cache: both are what a two-zero-frame cache gives, so that is what the first
     chunk stores, and the time conv is a plain causal conv over the frames after the first."""
     b, c, t, h, w = x.shape
+    path = _path(name)
     if temporal:
         key = f"{name}.time_conv"
         if first:
             caches[key] = x.new_zeros(b, c, CACHE_T, h, w)
         else:
-            x, caches[key] = causal_conv3d(x, W[f"{key}.weight"], W[f"{key}.bias"], caches[key])
-            x = x.reshape(b, 2, c, t, h, w)                        # channels 0..C-1: frame 2t, C..2C-1: 2t+1
-            x = torch.stack((x[:, 0], x[:, 1]), 3)                 # (B, C, t, 2, H, W)
-            x = x.reshape(b, c, 2 * t, h, w)
+            with scope(f"{path}/time_conv"):
+                x, caches[key] = causal_conv3d(x, W[f"{key}.weight"], W[f"{key}.bias"], caches[key])
+                x = x.reshape(b, 2, c, t, h, w)                    # channels 0..C-1: frame 2t, C..2C-1: 2t+1
+                x = torch.stack((x[:, 0], x[:, 1]), 3)             # (B, C, t, 2, H, W)
+                x = x.reshape(b, c, 2 * t, h, w)
     t = x.shape[2]
-    x = x.permute(0, 2, 1, 3, 4).reshape(b * t, c, h, w)           # (B, C, t, H, W) -> (B*t, C, H, W)
-    x = F.interpolate(x.float(), scale_factor=(2.0, 2.0), mode="nearest-exact").type_as(x)
-    x = F.conv2d(x, W[f"{name}.resample.1.weight"], W[f"{name}.resample.1.bias"], padding=1)
+    with scope(f"{path}/resample"):
+        x = x.permute(0, 2, 1, 3, 4).reshape(b * t, c, h, w)       # (B, C, t, H, W) -> (B*t, C, H, W)
+        x = F.interpolate(x.float(), scale_factor=(2.0, 2.0), mode="nearest-exact").type_as(x)
+        x = F.conv2d(x, W[f"{name}.resample.1.weight"], W[f"{name}.resample.1.bias"], padding=1)
     return x.view(b, t, x.shape[1], 2 * h, 2 * w).permute(0, 2, 1, 3, 4)  # -> (B, C, t, 2H, 2W)
 
 
@@ -133,23 +190,30 @@ def up_block(x, W, i, caches, first, geometry):
     for j in range(spec.RESNETS_PER_UP_BLOCK):
         x = residual_block(x, W, f"decoder.up_blocks.{i}.resnets.{j}", caches)
     if spatial:
-        x = upsampler(x, W, f"decoder.up_blocks.{i}.upsampler", caches, first, temporal)
-        x = x + avg_shortcut(x_in, cout, temporal, first)
+        with scope(f"decoder/up_blocks.{i}/upsampler"):
+            x = upsampler(x, W, f"decoder.up_blocks.{i}.upsampler", caches, first, temporal)
+        with scope(f"decoder/up_blocks.{i}/avg_shortcut"):
+            x = x + avg_shortcut(x_in, cout, temporal, first)
     return x
 
 
 def decoder(x, W, caches, first, geometry):
     """One latent frame (B, z, 1, h, w) -> decoder output (B, 12, 1 or 4, 8h, 8w); updates `caches`."""
-    x, caches["decoder.conv_in"] = causal_conv3d(x, W["decoder.conv_in.weight"], W["decoder.conv_in.bias"],
-                                                 caches.get("decoder.conv_in"))
-    x = residual_block(x, W, "decoder.mid_block.resnets.0", caches)
-    x = attention_block(x, W, "decoder.mid_block.attentions.0")
-    x = residual_block(x, W, "decoder.mid_block.resnets.1", caches)
+    with scope("decoder/conv_in"):
+        x, caches["decoder.conv_in"] = causal_conv3d(x, W["decoder.conv_in.weight"], W["decoder.conv_in.bias"],
+                                                     caches.get("decoder.conv_in"))
+    with scope("decoder/mid_block"):
+        x = residual_block(x, W, "decoder.mid_block.resnets.0", caches)
+        x = attention_block(x, W, "decoder.mid_block.attentions.0")
+        x = residual_block(x, W, "decoder.mid_block.resnets.1", caches)
     for i in range(4):
-        x = up_block(x, W, i, caches, first, geometry)
-    x = F.silu(rms_norm(x, W["decoder.norm_out.gamma"]))
-    x, caches["decoder.conv_out"] = causal_conv3d(x, W["decoder.conv_out.weight"], W["decoder.conv_out.bias"],
-                                                  caches.get("decoder.conv_out"))
+        with scope(f"decoder/up_blocks.{i}"):
+            x = up_block(x, W, i, caches, first, geometry)
+    with scope("decoder/norm_out"):
+        x = F.silu(rms_norm(x, W["decoder.norm_out.gamma"]))
+    with scope("decoder/conv_out"):
+        x, caches["decoder.conv_out"] = causal_conv3d(x, W["decoder.conv_out.weight"], W["decoder.conv_out.bias"],
+                                                      caches.get("decoder.conv_out"))
     return x
 
 
@@ -183,13 +247,16 @@ def decode(z, weights, out=None, progress=None):
         out = torch.empty(shape, dtype=z.dtype, device=z.device)
     elif tuple(out.shape) != shape:
         raise ValueError(f"out is {list(out.shape)}, expected {list(shape)}")
-    x, _ = causal_conv3d(z, W["post_quant_conv.weight"], W["post_quant_conv.bias"], None)  # all frames at once
+    with scope("post_quant_conv"):
+        x, _ = causal_conv3d(z, W["post_quant_conv.weight"], W["post_quant_conv.bias"], None)  # all frames at once
     caches = {}
     done = 0
     for i in range(t):
-        y = decoder(x[:, :, i:i + 1], W, caches, i == 0, g)
+        with scope("decoder"):
+            y = decoder(x[:, :, i:i + 1], W, caches, i == 0, g)
         n = y.shape[2]
-        out[:, :, done:done + n] = torch.clamp(unpatchify(y), min=-1.0, max=1.0)
+        with scope("unpatchify"):
+            out[:, :, done:done + n] = torch.clamp(unpatchify(y), min=-1.0, max=1.0)
         done += n
         if progress is not None:
             progress(i + 1, t)

@@ -8,17 +8,21 @@
 
 What is read, and how:
 - Python (`.py`) by its syntax tree (`ast`): names are resolved through the file's imports and simple aliases
-  (`t = torch`) to dotted names (`torch.load`), which a table of NAMES maps to rules; bare builtins (`open`, `eval`)
-  count unless a function binds the name locally. Comments never reach the tree, docstrings and bare string
-  statements are skipped; other string constants are scanned for narrow formats, and, when they look like C/C++
-  or PTX source (`;`, `{`, `#include`), by the C++ rules too.
+  (`t = torch`) to dotted names (`torch.load`), which the NAMES table maps to rules; bare builtins (`open`, `eval`)
+  count unless a function binds the name locally. Imports between the solution's own modules are followed
+  (`helper.torch.load` is `torch.load`), and so are re-exports (`spec.os`, `torch.os`); a module used as a value
+  (an argument, an attribute) is itself a finding, since the audit cannot follow it. spec.py's and reference.py's
+  functions that touch files or the environment (`spec.load_reference`) are banned through them: the audit reads
+  those modules with the same rules. Comments never reach the tree, docstrings and bare string statements are
+  skipped; other string constants are scanned for narrow formats and, when they look like C/C++ or PTX source
+  (`;`, `{`, `#include`), by the C++ rules too.
 - C/C++/CUDA sources and headers by text: line splices joined, `//` and `/* */` comments blanked (string literals
   kept, so PTX inside `asm("...")` is read), then regexes; the task's own `spec.RULES["file-io"]` among them
   ("include" on `#include` names, "text" on the code). Quoted includes are followed: a header inside the solution
   is audited whatever its suffix, one outside it is a finding.
 - `solution.yml`: the C++ rules over its text (a `-DX=fopen` macro), `sources` and flags that reach outside the
-  solution; every other file in the solution directory must be a source, documentation, or bytecode that matches
-  its source.
+  solution. Every other file in the solution directory must be a source, documentation, or bytecode identical to
+  its source's.
 
 Allowances: a reviewed false positive is silenced by a comment on the finding's line,
 `# audit: allow RULE[, RULE] -- reason` (or `// ...` in C++); the reason is required, every allowance used is
@@ -75,7 +79,8 @@ RULES = {
 }
 
 PHRASE = {  # how a finding's reason names what the rule forbids
-    "file-io": "touches files", "network": "opens connections", "process": "runs work outside the call",
+    "file-io": "touches files", "network": "opens connections",
+    "process": "starts processes or threads, or acts outside the call",
     "environment": "reads or changes the environment", "foreign-code": "runs code the audit cannot read",
     "monkeypatch": "changes another module's state", "introspection": "reaches interpreter internals",
     "dynamic-name": "names its target at run time", "narrow-numerics": "is narrower than bf16",
@@ -118,7 +123,12 @@ NAMES = {
             "numpy.lib.npyio", "numpy.DataSource",
             "torch.load", "torch.save", "torch.from_file", "torch.serialization", "torch.package", "torch.hub",
             "torch.jit.load", "torch.jit.save", "torch.distributed.checkpoint", "torch.distributed.FileStore",
-            "torch.utils.tensorboard", "safetensors", "h5py", "dill", "cloudpickle", "joblib"),
+            "torch.utils.tensorboard", "safetensors", "h5py", "dill", "cloudpickle", "joblib",
+            # well-known readers in third-party packages (a static audit cannot list them all)
+            "PIL.Image.open", "cv2.imread", "cv2.imwrite", "cv2.VideoCapture", "cv2.VideoWriter", "imageio",
+            "torchaudio.load", "torchaudio.save", "pandas.read_csv", "pandas.read_pickle", "pandas.read_parquet",
+            "huggingface_hub", "diffusers.utils.load_image", "diffusers.utils.load_video",
+            "diffusers.utils.export_to_video", "diffusers.utils.export_to_gif"),
     # network
     **_rule("network", "socket", "ssl", "select", "selectors", "urllib", "urllib3", "http", "requests", "httpx",
             "aiohttp", "ftplib", "smtplib", "poplib", "imaplib", "nntplib", "telnetlib", "socketserver", "xmlrpc",
@@ -129,7 +139,8 @@ NAMES = {
             "atexit", "pty", "psutil", "sh", "pexpect", "ray", "dask", "webbrowser", "_xxsubinterpreters",
             "_interpreters", "interpreters", "weakref.finalize", "builtins.exit", "builtins.quit", "sys.exit",
             "torch.multiprocessing", "torch.jit.fork", "torch.jit._fork", "torch.distributed.elastic",
-            "torch.distributed.launcher", "torch.distributed.run",
+            "torch.distributed.launcher", "torch.distributed.run", "torch.distributed.launch",
+            "torch.utils.data.DataLoader",
             "os.system", "os.popen", "os.fork", "os.forkpty", "os.execl", "os.execle", "os.execlp", "os.execlpe",
             "os.execv", "os.execve", "os.execvp", "os.execvpe", "os.spawnl", "os.spawnle", "os.spawnlp",
             "os.spawnlpe", "os.spawnv", "os.spawnve", "os.spawnvp", "os.spawnvpe", "os.posix_spawn",
@@ -144,7 +155,10 @@ NAMES = {
             "zipimport", "code", "codeop", "site", "distutils", "setuptools", "py_compile", "compileall", "timeit",
             "doctest", "types.CodeType", "builtins.exec", "builtins.eval", "builtins.compile",
             "builtins.__import__", "torch.ops.load_library", "torch.classes.load_library",
-            "torch.utils.cpp_extension", "sys.path", "sys.meta_path", "sys.path_hooks", "sys.path_importer_cache"),
+            "torch.utils.cpp_extension", "numpy.ctypeslib", "torch.cuda.memory.CUDAPluggableAllocator",
+            "torch.cuda.CUDAPluggableAllocator", "torch.cuda.memory.change_current_allocator",
+            "torch.cuda.change_current_allocator", "sys.path", "sys.meta_path", "sys.path_hooks",
+            "sys.path_importer_cache"),
     # other modules' state
     **_rule("monkeypatch", "builtins", "builtins.setattr", "builtins.delattr", "sys.modules", "sys.addaudithook",
             "sys.displayhook", "sys.excepthook", "sys.unraisablehook", "sys.breakpointhook",
@@ -152,7 +166,7 @@ NAMES = {
             "torch.library.fallthrough_kernel", "torch.overrides", "torch.utils._python_dispatch",
             "torch.set_default_dtype", "torch.set_default_device", "torch.set_default_tensor_type",
             "torch.set_float32_matmul_precision", "torch.set_flush_denormal", "torch.use_deterministic_algorithms",
-            "unittest", "mock", "pytest"),
+            "torch._ops", "torch._library", "unittest", "mock", "pytest", "operator.setitem", "operator.delitem"),
     # interpreter internals
     **_rule("introspection", "gc", "inspect", "traceback", "dis", "tracemalloc", "faulthandler", "pdb", "bdb",
             "trace", "cProfile", "profile", "sys.*", "builtins.globals", "builtins.locals", "builtins.vars",
@@ -182,15 +196,21 @@ SENSITIVE = {"os", "sys", "io", "subprocess", "pickle", "marshal", "shelve", "ct
 # Attribute names that are findings on any object (and, as exact string constants, as getattr fodder).
 ATTRS = {
     **_rule("introspection", "__globals__", "__code__", "__closure__", "cell_contents", "__subclasses__",
-            "__self__", "__dict__", "f_back", "f_locals", "f_globals", "f_builtins", "f_code", "tb_frame",
+            "__self__", "__dict__", "__traceback__", "f_back", "f_locals", "f_globals", "f_builtins", "f_code",
+            "tb_frame",
             "tb_next", "gi_frame", "gi_code", "cr_frame", "cr_code", "ag_frame", "ag_code"),
     **_rule("monkeypatch", "__builtins__", "__setattr__", "__delattr__", "__torch_function__",
-            "__torch_dispatch__"),
+            "__torch_dispatch__", "py_impl", "py_kernels"),
     **_rule("dynamic-name", "__getattribute__"),
     **_rule("file-io", "__loader__", "__spec__", "tofile", "from_file", "read_text", "read_bytes", "write_text",
-            "write_bytes", "cuModuleLoad"),
+            "write_bytes", "cuModuleLoad", "from_pretrained", "save_pretrained"),
     **_rule("foreign-code", "load_library", "__import__"),
 }
+# torch's private switches of the dispatcher and of function/dispatch modes, on any object.
+ATTR_PATTERN = re.compile(r"^_(dispatch_|set_torch_function|set_torch_dispatch|push_on_torch|pop_torch|"
+                          r"enable_torch|disable_torch|python_dispatch)")
+BIG_CONSTANT = 256 * 1024      # characters: a longer string or bytes constant is data, not code
+BIG_FILE = 2 * 1024 * 1024     # bytes: a longer source is data, not code
 NAME_RULES = {"__builtins__": "monkeypatch", "__loader__": "file-io", "__spec__": "file-io"}
 DEF_RULES = {"__del__": "process", "__torch_function__": "monkeypatch", "__torch_dispatch__": "monkeypatch"}
 MUTATORS = {"update", "clear", "pop", "popitem", "setdefault", "append", "extend", "insert", "remove", "discard",
@@ -202,9 +222,14 @@ BUILTIN_NAMES = set(dir(builtins))
 _NARROW_COMMON = (r"e4m3|e5m2|e2m1|e3m2|e2m3|e8m0|nvfp4|nvf4|mxfp|mxf[468]|f8f6f4|_scaled_mm|_int_mm|"
                   r"int[48]pack_mm|quantize_per_")
 NARROW_PY = re.compile(r"(?i)(float8|fp8|float6|fp6|float4|fp4)(?!\d)|(?<![a-z0-9])q(u)?int\d|"
-                       r"(?<![a-z0-9])u?int[1-7](?!\d)|" + _NARROW_COMMON)
+                       r"(?<![a-z0-9])u?int[2-7](?!\d)|" + _NARROW_COMMON)
 NARROW_TEXT = re.compile(r"(?i)(fp8|fp6|fp4|float8)(?!\d)|__nv_fp|dp4a|dp2a|\.[su][48]\.[su][48]|\.b1\.b1|"
                          r"precision::(s4|u4|b1)|kind::i8|\bu?int[1-4]b_t\b|\bbin1_t\b|" + _NARROW_COMMON)
+
+def _calls(names):
+    """A regex for calls of C functions: bare, `::name(` or `std::name(`; not `obj.name(`, `p->name(`, `ns::name(`."""
+    return r"(?:(?<![\w:])(?:std\s*)?::\s*|(?<![\w.>:]))(?:" + names + r")\s*\("
+
 
 # C/C++/CUDA rules: (rule, "include" (the header name of #include lines) or "text" (the code), regex, reason).
 _FILE_IO = spec.RULES["file-io"]
@@ -214,29 +239,29 @@ CPP_RULES = [
     ("file-io", "include", re.compile(r"(^|/)(cufile\.h|dirent\.h|sys/stat\.h|sys/sendfile\.h|sys/inotify\.h)$"),
      "includes a file-access header"),
     ("file-io", "text", re.compile(r"#\s*embed\b|__has_embed|\bincbin\b"), "embeds a file at build time"),
-    ("file-io", "text", re.compile(
-        r"(?<![\w.>:])(open|openat|open64|creat|read|write|pread64|pwrite64|close|lseek|unlink|unlinkat|rename|"
-        r"renameat2?|truncate|ftruncate|mkdir|rmdir|opendir|readdir|stat|lstat|fstat|access|readlink|symlink|"
-        r"chdir|dup[23]?|pipe2?|mkfifo|memfd_create|sendfile|tmpfile|tmpnam|mkstemp|mkdtemp)\s*\("),
-     "calls a POSIX file function"),
+    ("file-io", "text", re.compile(_calls(
+        r"open|openat|open64|creat|read|write|pread64|pwrite64|close|lseek|unlink|unlinkat|rename|renameat2?|"
+        r"truncate|ftruncate|mkdir|rmdir|opendir|readdir|stat|lstat|fstat|access|readlink|symlink|chdir|dup[23]?|"
+        r"pipe2?|mkfifo|memfd_create|sendfile|tmpfile|tmpnam|mkstemp|mkdtemp")), "calls a POSIX file function"),
     ("file-io", "text", re.compile(r"\bcuFile\w*|\bcuModuleLoad\s*\(|\bcu(da)?LibraryLoadFromFile|\bcuLinkAddFile"),
      "loads a file through CUDA"),
     ("process", "include", re.compile(r"(^|/)(thread|future|pthread\.h|unistd\.h|spawn\.h|signal\.h|csignal|"
                                       r"sys/wait\.h|sys/syscall\.h|sys/ptrace\.h)$"),
      "includes a process or thread header"),
     ("process", "text", re.compile(
-        r"\bstd\s*::\s*(thread|jthread|async)\b|\bpthread_\w+|"
-        r"(?<![\w.>])(system|popen|fork|vfork|clone|execl|execle|execlp|execv|execve|execvp|execvpe|fexecve|"
-        r"posix_spawnp?|kill|killpg|signal|sigaction|atexit|at_quick_exit|on_exit|daemon|_exit|_Exit|quick_exit)"
-        r"\s*\(|\bsyscall\b|\bsysenter\b|\bint\s+\$?0x80\b|"
-        r"__attribute__\s*\(\(\s*(constructor|destructor)|\[\[\s*gnu\s*::\s*(constructor|destructor)"),
+        r"\bstd\s*::\s*(thread|jthread|async)\b|\bpthread_\w+|" + _calls(
+            r"system|popen|fork|vfork|execl|execle|execlp|execv|execve|execvp|execvpe|fexecve|posix_spawnp?|kill|"
+            r"killpg|signal|sigaction|atexit|at_quick_exit|on_exit|daemon|_exit|_Exit|quick_exit") +
+        r"|\bsyscall\b|\bsysenter\b|\bint\s+\$?0x80\b|"
+        r"__attribute__\s*\(\(\s*(constructor|destructor)|\[\[\s*gnu\s*::\s*(constructor|destructor)|"
+        r"\.(init_array|fini_array|ctors|dtors)\b"),
      "starts processes or threads, or runs code outside the call"),
     ("environment", "text", re.compile(r"\b(getenv|secure_getenv|setenv|putenv|unsetenv|clearenv|environ|"
                                        r"__environ)\b"), "reads or changes the environment"),
     ("network", "include", re.compile(r"(^|/)(sys/socket\.h|netinet/.*|arpa/inet\.h|netdb\.h|sys/un\.h|curl/.*)$"),
      "includes a network header"),
-    ("network", "text", re.compile(r"(?<![\w.>])(socket|getaddrinfo|gethostbyname|inet_pton|inet_addr)\s*\(|"
-                                   r"\bcurl_\w+"), "opens connections"),
+    ("network", "text", re.compile(_calls(r"socket|getaddrinfo|gethostbyname|inet_pton|inet_addr") +
+                                   r"|\bcurl_\w+"), "opens connections"),
     ("foreign-code", "include", re.compile(r"(^|/)(dlfcn\.h|windows\.h|pybind11/embed\.h|pybind11/eval\.h|nvrtc\.h|"
                                            r"nvJitLink\.h)$"), "includes a dynamic-loading or JIT header"),
     ("foreign-code", "text", re.compile(
@@ -334,17 +359,53 @@ def _lookup(q):
     return None, None
 
 
-def _normalize(q):
-    """Rewrite private spellings (`posix.system` -> `os.system`) and project re-exports (`spec.os` -> `os`)."""
-    for _ in range(8):
-        parts = q.split(".")
-        if parts[0] in MODULE_ALIASES:
-            q = ".".join([MODULE_ALIASES[parts[0]]] + parts[1:])
-        elif parts[0] in PROJECT and len(parts) > 1 and parts[1] in _project(parts[0]).aliases:
-            q = ".".join([_project(parts[0]).aliases[parts[1]]] + parts[2:])
-        else:
-            break
-    return q
+class _Modules:
+    """The solution's own Python modules, for names imported between them (`from . import helper`): each file is
+    `sol:N`, with its alias map, so that `helper.torch.load` reads as `torch.load`."""
+
+    def __init__(self, files=(), base=""):
+        self.ids = {f: f"sol:{i}" for i, f in enumerate(files)}
+        self.shown = {m: os.path.splitext(os.path.relpath(f, base))[0].replace(os.sep, ".")
+                      for f, m in self.ids.items()}
+        self.aliases = {}           # sol:N -> that file's alias map
+        self.module_values = set()  # dotted names known to be modules (plain imports, the solution's modules)
+
+    def relative(self, file, level, module, name):
+        """The dotted name `from <level dots><module> import <name>` binds in `file`."""
+        base = os.path.dirname(file)
+        for _ in range(level - 1):
+            base = os.path.dirname(base)
+        target = os.path.join(base, *module.split(".")) if module else base
+        for sub in (os.path.join(target, name + ".py"), os.path.join(target, name, "__init__.py")):
+            if sub in self.ids:
+                return self.ids[sub]
+        for mod in (target + ".py", os.path.join(target, "__init__.py")):
+            if mod in self.ids:
+                return f"{self.ids[mod]}.{name}"
+        return "sol:?." + name      # not a Python file of the solution (a compiled module is reported anyway)
+
+    def show(self, q):
+        head = q.split(".")[0]
+        return q.replace(head, self.shown[head], 1) if head in self.shown else q
+
+
+_MODULES = _Modules()     # the solution being audited (audit() sets it)
+
+
+def _expand(q, depth=0):
+    """The dotted names q stands for: private spellings rewritten (`posix.system` -> `os.system`), re-exports of
+    the project's and the solution's modules followed (`spec.os` -> `os`, `helper.torch` -> `torch`)."""
+    parts = q.split(".")
+    head, rest = parts[0], parts[2:]
+    if depth > 8:
+        return {q}
+    if head in MODULE_ALIASES:
+        return _expand(".".join([MODULE_ALIASES[head]] + parts[1:]), depth + 1)
+    if head in PROJECT and len(parts) > 1 and parts[1] in _project(head).aliases:
+        return _expand(".".join([_project(head).aliases[parts[1]]] + rest), depth + 1)
+    if head in _MODULES.aliases and len(parts) > 1 and parts[1] in _MODULES.aliases[head]:
+        return {e for t in _MODULES.aliases[head][parts[1]] for e in _expand(".".join([t] + rest), depth + 1)}
+    return {q}
 
 
 def _verdict(q, suffixes_from=1):
@@ -352,19 +413,21 @@ def _verdict(q, suffixes_from=1):
     name (`torch.os.system` is `os.system`)."""
     parts = q.split(".")
     candidates = [q] + [".".join(parts[i:]) for i in range(suffixes_from, len(parts)) if parts[i] in SENSITIVE]
-    for c in candidates:
-        c = _normalize(c)
+    whole = _expand(q)
+    for c in (e for c in candidates for e in sorted(_expand(c))):
         head = c.split(".")
         if head[0] in PROJECT:
             if len(head) > 1 and head[1] in _project(head[0]).tainted:
                 rule, where = _project(head[0]).tainted[head[1]]
                 return rule, f"`{'.'.join(head[:2])}` {PHRASE[rule]} ({where})"
             continue
+        if head[0].startswith("sol:"):
+            continue        # the solution's own functions and classes: audited where they are defined
         entry, rule = _lookup(c)
         if rule:
-            shown = f"`{q}`" if c == q else f"`{q}` (`{c}`)"
+            shown = f"`{_MODULES.show(q)}`" if c == q else f"`{_MODULES.show(q)}` (`{c}`)"
             return rule, f"{shown} {PHRASE[rule]}"
-        if entry is not None and c == _normalize(q):
+        if entry is not None and c in whole:
             return None      # explicitly allowed (os.path.join): its tails are not read again
     return None
 
@@ -377,16 +440,16 @@ _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ListComp, ast.
 _COMPS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 
-def _inside(scope, child):
-    """Whether child (a direct child of scope) is evaluated in scope's own namespace."""
-    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+def _inside(scope, child, grandchild):
+    """Whether `child` (a direct child of `scope`, with `grandchild` below it) is evaluated in scope's namespace:
+    a function's body (not its decorators or defaults), a lambda's body, all of a comprehension but its first
+    iterable."""
+    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return any(child is s for s in scope.body)
     if isinstance(scope, ast.Lambda):
         return child is scope.body
     if isinstance(scope, _COMPS):
-        return child is not scope.generators[0]     # the first iterable is evaluated outside (handled below)
-    if isinstance(scope, ast.comprehension):
-        return True
+        return child is not scope.generators[0] or grandchild is not child.iter
     return False
 
 
@@ -460,43 +523,52 @@ class _Python(ast.NodeVisitor):
     """Report a Python file's findings into a unit. In project mode (spec.py, reference.py) it also records which
     top-level function each finding is in and which module-level names each function uses."""
 
-    def __init__(self, unit, tree, project=False):
-        self.unit, self.tree, self.project = unit, tree, project
+    def __init__(self, unit, tree, project=False, file=None):
+        self.unit, self.tree, self.project, self.file = unit, tree, project, file
         self.parent, self.locals_of, self.skip = {}, {}, set()
         for node in ast.walk(tree):
             for child in ast.iter_child_nodes(node):
                 self.parent[child] = node
             body = getattr(node, "body", None)
             if isinstance(body, list):   # docstrings and bare string statements are prose, not values
-                self.skip |= {id(s.value) for s in body if isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)}
+                self.skip |= {id(s.value) for s in body
+                              if isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)}
         self.aliases = self._aliases()
         self.by_function, self.uses = {}, {}   # project mode
 
     # --- names ---------------------------------------------------------------------------------------------
     def is_local(self, name, node):
         """Whether `name` at `node` is bound by an enclosing function (so never falls through to builtins)."""
-        child, scope = node, self.parent.get(node)
+        grandchild, child, scope = None, node, self.parent.get(node)
         while scope is not None:
-            if isinstance(scope, _SCOPES) and _inside(scope, child):
+            if isinstance(scope, _SCOPES) and _inside(scope, child, grandchild):
                 if id(scope) not in self.locals_of:
                     self.locals_of[id(scope)] = _bound_names(scope)
                 if name in self.locals_of[id(scope)]:
                     return True
-            child, scope = scope, self.parent.get(scope)
+            grandchild, child, scope = child, scope, self.parent.get(scope)
         return False
 
     def _aliases(self):
         """name -> dotted names it may stand for: imports, then `x = <dotted>` assignments, to a fixed point."""
         aliases, pairs = {}, []
+        self.module_values = set()
         for node in ast.walk(self.tree):
             if isinstance(node, ast.Import):
                 for a in node.names:
                     name = a.asname or a.name.split(".")[0]
                     aliases.setdefault(name, set()).add(a.name if a.asname else name)
+                    self.module_values |= {a.name} if a.asname else {name, a.name}
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 for a in node.names:
                     if a.name != "*":
                         aliases.setdefault(a.asname or a.name, set()).add(f"{node.module}.{a.name}")
+            elif isinstance(node, ast.ImportFrom) and self.file:     # the solution's own modules
+                for a in node.names:
+                    target = _MODULES.relative(self.file, node.level, node.module, a.name)
+                    aliases.setdefault(a.asname or a.name, set()).add(target)
+                    if target.count(".") == 0:
+                        self.module_values.add(target)
             elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
                 for t in getattr(node, "targets", None) or [node.target]:
                     pairs += self._pairs(t, node.value)
@@ -542,6 +614,36 @@ class _Python(ast.NodeVisitor):
                 return {f"{q}.{name}" for q in self.qualify(node.args[0])}
         return set()
 
+    def is_module(self, node):
+        """Whether an expression is (known to be) a module."""
+        known = self.module_values | _MODULES.module_values
+        return any(e in known for q in self.qualify(node) for e in _expand(q))
+
+    def module_as_value(self, node):
+        """A module used as a value (an argument, an attribute or class attribute, a container element, a return
+        value) escapes the name tracking; plain aliases (`t = torch` in a function or module) are followed."""
+        p = self.parent.get(node)
+        g = self.parent.get(p)
+        if isinstance(p, ast.Call):
+            ok = node is p.func or (p.args and node is p.args[0] and (self._is_builtin(p.func, "getattr")
+                                                                      or self._is_builtin(p.func, "hasattr")))
+        elif isinstance(p, (ast.Assign, ast.AnnAssign, ast.NamedExpr)):
+            targets = getattr(p, "targets", None) or [p.target]
+            ok = all(isinstance(n, ast.Name) for t in targets for n in ([t] if isinstance(t, ast.Name) else
+                                                                        getattr(t, "elts", [t]))) \
+                and not isinstance(g, ast.ClassDef)
+        elif isinstance(p, (ast.Tuple, ast.List)):
+            ok = (isinstance(g, (ast.For, ast.AsyncFor, ast.comprehension)) and p is g.iter
+                  and isinstance(g.target, ast.Name)) or \
+                 (isinstance(g, ast.Assign) and p is g.value and not isinstance(self.parent.get(g), ast.ClassDef)
+                  and all(isinstance(t, (ast.Tuple, ast.List)) and all(isinstance(e, ast.Name) for e in t.elts)
+                          for t in g.targets))
+        else:
+            ok = isinstance(p, (ast.Compare, ast.arguments, ast.Expr))
+        if not ok and self.is_module(node):
+            self.add(node, "dynamic-name", f"the module `{_MODULES.show(ast.unparse(node))}` used as a value: the "
+                                           f"audit cannot follow it further")
+
     def _is_builtin(self, node, name):
         return isinstance(node, ast.Name) and node.id == name and f"builtins.{name}" in self.qualify(node)
 
@@ -579,11 +681,13 @@ class _Python(ast.NodeVisitor):
         if isinstance(root, ast.Name):
             quals = self.qualify(root)
             if quals:
-                self.add(node, "monkeypatch", f"{how} `{shown}`, state of `{sorted(quals)[0]}`")
+                self.add(node, "monkeypatch", f"{how} `{shown}`, state of `{_MODULES.show(sorted(quals)[0])}`")
         elif not isinstance(root, ast.Name):
             self.add(node, "monkeypatch", f"{how} `{shown}` through an expression the audit cannot trace")
 
     def check_string(self, node, s):
+        if len(s) > BIG_CONSTANT:
+            self.add(node, "unaudited-file", f"a {len(s)}-character constant is data the audit cannot read")
         if NARROW_TEXT.search(s):
             self.add(node, "narrow-numerics", f"the string {s[:40]!r} names a number format narrower than bf16")
         rule = ATTRS.get(s) or NAME_RULES.get(s)
@@ -603,16 +707,13 @@ class _Python(ast.NodeVisitor):
             self._import(node, a.name)
 
     def visit_ImportFrom(self, node):
+        module = "." * node.level + (node.module or "")
         for a in node.names:
-            if node.level:   # the solution's own modules: only their names are read
-                self.check_identifier(node, a.asname or a.name)
-                continue
             self.check_identifier(node, a.asname or a.name)
             if a.name == "*":
-                self.add(node, "dynamic-name", f"`from {node.module} import *` binds names the audit cannot see")
-                self._import(node, node.module)
-            else:
-                self._import(node, f"{node.module}.{a.name}")
+                self.add(node, "dynamic-name", f"`from {module} import *` binds names the audit cannot see")
+            if not node.level:   # the solution's own modules are audited themselves, and followed by aliases
+                self._import(node, node.module if a.name == "*" else f"{node.module}.{a.name}")
 
     def _import(self, node, dotted):
         self.check_identifier(node, dotted)
@@ -631,6 +732,7 @@ class _Python(ast.NodeVisitor):
             self.add(node, rule, f"`{node.id}` {PHRASE[rule]}")
         if isinstance(node.ctx, ast.Load):
             self.check_dotted(node, self.qualify(node))
+            self.module_as_value(node)
         if self.project and isinstance(node.ctx, ast.Load):
             top = self._top(node)
             if top:
@@ -646,6 +748,8 @@ class _Python(ast.NodeVisitor):
             self.check_identifier(node, attr)
             if attr in ATTRS:
                 self.add(node, ATTRS[attr], f"`.{attr}` {PHRASE[ATTRS[attr]]}")
+            elif ATTR_PATTERN.match(attr):
+                self.add(node, "monkeypatch", f"`.{attr}` switches torch's dispatcher")
         found = self.check_dotted(node, self.qualify(node))
         if not found:                   # `self.os.environ`, `f().os.system`: the tails from a module name on
             head = [root.id] if isinstance(root, ast.Name) else []
@@ -655,6 +759,8 @@ class _Python(ast.NodeVisitor):
                 self.add(node, *v)
         if isinstance(node.ctx, (ast.Store, ast.Del)):
             self.check_store(node, node, "assigns" if isinstance(node.ctx, ast.Store) else "deletes")
+        else:
+            self.module_as_value(node)
         if isinstance(root, ast.Name):
             self.check_identifier(root, root.id)
             if root.id in NAME_RULES:
@@ -691,7 +797,8 @@ class _Python(ast.NodeVisitor):
         if isinstance(f, ast.Attribute) and f.attr in MUTATORS and isinstance(f.value, (ast.Attribute, ast.Subscript)):
             quals = self.qualify(_root(f.value))
             if quals:
-                self.add(node, "monkeypatch", f"`{ast.unparse(f)[:80]}` mutates state of `{sorted(quals)[0]}`")
+                self.add(node, "monkeypatch", f"`{ast.unparse(f)[:80]}` mutates state of "
+                                              f"`{_MODULES.show(sorted(quals)[0])}`")
         self.generic_visit(node)
 
     def _visit_args(self, node):
@@ -761,16 +868,20 @@ def _decode_python(data):
         return data.decode("utf-8", "replace")
 
 
-def _audit_python(unit, data, project=False):
+def _parse_python(unit, data, project=False, file=None):
+    """The visitor of a Python source, its aliases resolved but not yet visited; None when it does not parse."""
     try:
         tree = ast.parse(data)
-    except (SyntaxError, ValueError) as e:
-        unit.add(getattr(e, "lineno", None) or 1, "unaudited-file", f"does not parse, so it cannot be audited: {e}")
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
+        unit.add(getattr(e, "lineno", None) or 1, "unaudited-file",
+                 f"does not parse, so it cannot be audited: {type(e).__name__}: {e}")
         return None
     unit.comments += _python_comments(data)
-    visitor = _Python(unit, tree, project)
-    visitor.visit(tree)
-    return visitor
+    try:
+        return _Python(unit, tree, project, file)
+    except RecursionError:
+        unit.add(1, "unaudited-file", "nested too deeply for the audit to read it all")
+        return None
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -794,9 +905,10 @@ def _project(name):
     with open(path, "rb") as f:
         data = f.read()
     unit = _Unit(f"{name}.py", _decode_python(data))
-    visitor = _audit_python(unit, data, project=True)
+    visitor = _parse_python(unit, data, project=True)
     module = _ProjectModule({}, {})
     if visitor is not None:
+        visitor.visit(visitor.tree)
         for stmt in visitor.tree.body:
             if isinstance(stmt, ast.Import):
                 for a in stmt.names:
@@ -804,9 +916,10 @@ def _project(name):
             elif isinstance(stmt, ast.ImportFrom) and stmt.level == 0 and stmt.module:
                 for a in stmt.names:
                     module.aliases[a.asname or a.name] = f"{stmt.module}.{a.name}"
-        # Harness code may set torch flags inside a restoring context (reference.fp32_exact): not a taint.
+        # Harness code may set torch flags inside a restoring context (reference.fp32_exact), or pass modules
+        # around: what taints a function is what it does (files, environment, processes ...), not its style.
         for fn, found in visitor.by_function.items():
-            found = [(r, w) for r, w in found if r != "monkeypatch"]
+            found = [(r, w) for r, w in found if r not in ("monkeypatch", "dynamic-name")]
             if found:
                 module.tainted[fn] = found[0]
         functions = {s.name for s in visitor.tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
@@ -1007,27 +1120,18 @@ def _is_solution(path):
         (os.path.isfile(path) and path.endswith(".py"))
 
 
-def audit(path):
-    """Audit every source of the solution at `path` (a directory with solution.py, or a .py file)."""
-    given = path
-    path = os.path.abspath(path)
-    if not _is_solution(path):
-        raise UsageError(f"{given}: not a solution (a directory with solution.py, or a .py file)")
-    base = path if os.path.isdir(path) else os.path.dirname(path)
-    units = {}
-
-    def unit_for(abs_path, text=""):
-        rel = os.path.relpath(abs_path, base)
-        if rel not in units:
-            units[rel] = _Unit(rel, text)
-        return units[rel]
-
-    # Every file of the solution, classified; loader.source_files is the harness's own list and is covered.
+def _files(path, base, unit_for):
+    """Every file of the solution by kind: (python, yml, cpp, pyc, other), `other` being neither a source the
+    audit reads nor documentation. A superset of loader.source_files, the harness's own list."""
     if os.path.isdir(path):
         everything = []
-        for root, dirs, files in os.walk(path):
+
+        def unlisted(error):
+            unit_for(error.filename).add(0, "unaudited-file", f"cannot be listed: {error.strerror}")
+
+        for root, dirs, files in os.walk(path, onerror=unlisted):
             # Hidden folders are skipped as loader.source_files skips them: nothing in them can be imported, and
-            # what is #include'd or listed in solution.yml from them is followed below.
+            # what is #include'd or listed in solution.yml from them is followed.
             dirs[:] = [d for d in dirs if not d.startswith(".")]
             for d in list(dirs):
                 if os.path.islink(os.path.join(root, d)):
@@ -1039,8 +1143,8 @@ def audit(path):
     else:
         cache = os.path.join(base, "__pycache__")
         stem = os.path.splitext(os.path.basename(path))[0]
-        everything = [path] + sorted(os.path.join(cache, f) for f in (os.listdir(cache) if os.path.isdir(cache)
-                                                                      else []) if f.startswith(stem + "."))
+        cached = os.listdir(cache) if os.path.isdir(cache) else []
+        everything = [path] + sorted(os.path.join(cache, f) for f in cached if f.startswith(stem + "."))
     python, yml, cpp, pyc, other = [], [], [], [], []
     for f in everything:
         name = os.path.basename(f)
@@ -1052,13 +1156,37 @@ def audit(path):
             yml.append(f)
         elif name.endswith(CPP_SUFFIX):
             cpp.append(f)
-        elif not (name.endswith(DOC_SUFFIX) or name.startswith(DOC_NAMES)):
+        elif not (name.endswith(DOC_SUFFIX) or name in DOC_NAMES):   # `README.<abi>.so` imports as README
             other.append(f)
+    return python, yml, cpp, pyc, other
+
+
+def audit(path):
+    """Audit every source of the solution at `path` (a directory with solution.py, or a .py file)."""
+    given = os.fspath(path)
+    path = os.path.abspath(given)
+    if not _is_solution(path):
+        raise UsageError(f"{given}: not a solution (a directory with solution.py, or a .py file)")
+    base = path if os.path.isdir(path) else os.path.dirname(path)
+    units = {}
+
+    def unit_for(abs_path, text=""):
+        rel = os.path.relpath(abs_path, base)
+        if rel not in units:
+            units[rel] = _Unit(rel, text)
+        elif text and not units[rel].lines:
+            units[rel].lines = text.splitlines()
+        return units[rel]
+
+    python, yml, cpp, pyc, other = _files(path, base, unit_for)
 
     def read(f):
         try:
             with open(f, "rb") as fh:
-                return fh.read()
+                data = fh.read()
+            if len(data) > BIG_FILE:
+                unit_for(f).add(0, "unaudited-file", f"{len(data)} bytes: a source this large is data, not code")
+            return data
         except OSError as e:
             unit_for(f).add(0, "unaudited-file", f"cannot read: {e}")
             return None
@@ -1097,10 +1225,24 @@ def audit(path):
             if found and found not in done:
                 queue.append(found)
 
-    for f in python:
-        data = read(f)
-        if data is not None:
-            _audit_python(unit_for(f, _decode_python(data)), data)
+    global _MODULES
+    _MODULES = _Modules(python, base)
+    try:
+        visitors = []
+        for f in python:
+            data = read(f)
+            visitor = _parse_python(unit_for(f, _decode_python(data)), data, file=f) if data is not None else None
+            if visitor is not None:
+                _MODULES.aliases[_MODULES.ids[f]] = visitor.aliases
+                _MODULES.module_values |= visitor.module_values | {_MODULES.ids[f]}
+                visitors.append(visitor)
+        for visitor in visitors:
+            try:
+                visitor.visit(visitor.tree)
+            except RecursionError:
+                visitor.unit.add(1, "unaudited-file", "nested too deeply for the audit to read it all")
+    finally:
+        _MODULES = _Modules()
 
     for f in pyc:
         stem = os.path.basename(f).split(".")[0]
@@ -1138,7 +1280,8 @@ def _check_manifest(unit, code, folder, base, cpp):
         return 1
 
     include_dirs = []
-    for source in manifest.get("sources") or []:
+    sources = manifest.get("sources") or []
+    for source in sources if isinstance(sources, list) else [sources]:
         full = os.path.normpath(os.path.join(folder, str(source)))
         if not _is_inside(full, base):
             unit.add(line_of(source), "unaudited-file", f"source `{source}` lies outside the solution")

@@ -1,0 +1,629 @@
+"""audit.py: every rule fires on a small cheat and stays quiet on its legitimate near-miss; allowances; the report,
+JSON and exit codes. Solutions are written into tmp_path; nothing is imported or run."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import audit
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUN = "def run(z, weights, rank, world, pg, out):\n    pass\n"
+
+
+def solution(tmp_path, files):
+    """A solution directory holding `files` ({relative path: text or bytes}); solution.py defaults to a stub."""
+    d = tmp_path / "sol"
+    files = {"solution.py": RUN, **files}
+    for rel, content in files.items():
+        p = d / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            p.write_bytes(content)
+        else:
+            p.write_text(textwrap.dedent(content))
+    return d
+
+
+def audit_py(tmp_path, source):
+    return audit.audit(str(solution(tmp_path, {"solution.py": source})))
+
+
+def audit_cpp(tmp_path, source, name="kernels.cu"):
+    return audit.audit(str(solution(tmp_path, {name: source})))
+
+
+def fired(report):
+    return {f.rule for f in report.findings}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Python: each case fires its rule (and is a known cheat or a way to one).
+
+PY_FIRES = [
+    # file access: builtins, os, pathlib, numpy, torch, pickle, mmap, tempfile, shutil, glob, and imports of them
+    ("file-io", "f = open('/data/ref_f1.pt', 'rb')"),
+    ("file-io", "import io\nio.open('x')"),
+    ("file-io", "import os\nfd = os.open('x', os.O_RDONLY)"),
+    ("file-io", "import os\nos.read(3, 10)"),
+    ("file-io", "import os\nos.write(1, b'forged result')"),
+    ("file-io", "import os\nos.path.exists('/data/ref_f1.pt')"),
+    ("file-io", "import os\nos.listdir('/data')"),
+    ("file-io", "import os\nfor x in os.walk('/'):\n    pass"),
+    ("file-io", "import os\nos.makedirs('/dev/shm/cache')"),
+    ("file-io", "import os\nos.remove('x')"),
+    ("file-io", "from pathlib import Path"),
+    ("file-io", "import pathlib\npathlib.Path('x').read_bytes()"),
+    ("file-io", "def f(p):\n    return p.write_text('cache')"),
+    ("file-io", "import numpy as np\nnp.load('x.npy')"),
+    ("file-io", "import numpy\nnumpy.save('x', 1)"),
+    ("file-io", "import numpy as np\nnp.fromfile('x')"),
+    ("file-io", "import numpy as np\nnp.memmap('x')"),
+    ("file-io", "import torch\ntorch.load('/data/ref_f1.pt')"),
+    ("file-io", "from torch import save"),
+    ("file-io", "import torch\ntorch.UntypedStorage.from_file('x')"),
+    ("file-io", "import pickle"),
+    ("file-io", "import shelve"),
+    ("file-io", "from marshal import loads"),
+    ("file-io", "import mmap"),
+    ("file-io", "import tempfile"),
+    ("file-io", "import shutil"),
+    ("file-io", "import glob"),
+    ("file-io", "import sys\nsys.stdin.read()"),
+    ("file-io", "x = __loader__.get_data('/data/ref_f1.pt')"),
+    ("file-io", "import posix\nposix.open('x', 0)"),                 # os under another name
+    ("file-io", "import spec\nspec.load_reference('f121')"),           # the harness's own loaders, through spec
+    ("file-io", "from spec import calibration"),
+    ("file-io", "import reference\nreference.spec.load_latents('x')"),
+    ("file-io", "import torchvision\ntorchvision.io.read_video('x')"),  # a package's re-export of a banned module
+    ("file-io", "from PIL import Image\nImage.open('x.png')"),         # well-known third-party readers
+    ("file-io", "def f(model_cls):\n    return model_cls.from_pretrained('x')"),
+    # network
+    ("network", "import socket"),
+    ("network", "import urllib.request"),
+    ("network", "from http import client"),
+    ("network", "import requests"),
+    ("network", "import httpx"),
+    ("network", "import aiohttp"),
+    ("network", "import ftplib"),
+    ("network", "import smtplib"),
+    # processes, threads, work that runs later
+    ("process", "import subprocess"),
+    ("process", "import os\nos.system('nvidia-smi')"),
+    ("process", "import os\nos.popen('ls')"),
+    ("process", "import os\nos.fork()"),
+    ("process", "import os\nos.execv('/bin/sh', [])"),
+    ("process", "import os\nos.spawnl(0, 'x')"),
+    ("process", "import os\nos.kill(1, 9)"),
+    ("process", "import os\nos._exit(0)"),
+    ("process", "import multiprocessing"),
+    ("process", "import threading"),
+    ("process", "import _thread"),
+    ("process", "from concurrent.futures import ThreadPoolExecutor"),
+    ("process", "import asyncio"),
+    ("process", "import signal"),
+    ("process", "import atexit"),
+    ("process", "import torch.multiprocessing as mp"),
+    ("process", "import torch\nfut = torch.jit.fork(len, [])"),
+    ("process", "class Later:\n    def __del__(self):\n        pass"),
+    ("process", "import torch\nd = torch.utils.data.DataLoader([], num_workers=4)"),
+    ("process", "import spec\nspec.os.system('x')"),                   # a re-export through spec
+    ("process", "import torch\ntorch.os.system('x')"),                 # ... and through torch
+    # environment
+    ("environment", "import os\nseed = os.environ['SEED']"),
+    ("environment", "import os\nos.environ.get('MASTER_PORT')"),
+    ("environment", "from os import environ"),
+    ("environment", "import os\nos.getenv('X')"),
+    ("environment", "import os\nos.putenv('X', '1')"),
+    ("environment", "import os\nos.unsetenv('X')"),
+    ("environment", "import sys\nprint(sys.argv)"),
+    ("environment", "import spec\nspec.data_dir()"),                   # reads $DATA
+    # code the audit cannot read
+    ("foreign-code", "import ctypes"),
+    ("foreign-code", "from ctypes import CDLL"),
+    ("foreign-code", "import cffi"),
+    ("foreign-code", "import torch\ntorch.ops.load_library('x.so')"),
+    ("foreign-code", "import torch\ntorch.classes.load_library('x.so')"),
+    ("foreign-code", "import importlib\nimportlib.import_module('bench')"),
+    ("foreign-code", "import importlib.util"),
+    ("foreign-code", "m = __import__('os')"),
+    ("foreign-code", "exec('import os')"),
+    ("foreign-code", "x = eval('1 + 1')"),
+    ("foreign-code", "c = compile('x', 'f', 'exec')"),
+    ("foreign-code", "from torch.utils.cpp_extension import load_inline"),
+    ("foreign-code", "import sys\nsys.path.insert(0, '/tmp')"),
+    ("foreign-code", "import numpy as np\nnp.ctypeslib.load_library('x', '.')"),
+    ("foreign-code", "import torch\na = torch.cuda.memory.CUDAPluggableAllocator('x.so', 'alloc', 'free')"),
+    # another module's state
+    ("monkeypatch", "import torch\ntorch.cuda.synchronize = lambda *a: None"),
+    ("monkeypatch", "import time\ntime.perf_counter = lambda: 0.0"),
+    ("monkeypatch", "import builtins\nbuiltins.print = None"),
+    ("monkeypatch", "import torch\ntorch.Tensor.__eq__ = lambda a, b: True"),
+    ("monkeypatch", "import spec\nspec.ERROR_FACTOR = 99"),
+    ("monkeypatch", "import reference\nreference.decode = None"),
+    ("monkeypatch", "import torch.distributed as dist\ndist.barrier = lambda *a, **k: None"),
+    ("monkeypatch", "import torch\ntorch.cuda.Event.elapsed_time += 1"),
+    ("monkeypatch", "import torch\nsetattr(torch.cuda, 'synchronize', None)"),
+    ("monkeypatch", "import time\ndelattr(time, 'perf_counter')"),
+    ("monkeypatch", "import time\ndel time.perf_counter"),
+    ("monkeypatch", "import sys\nsys.modules['bench'] = None"),
+    ("monkeypatch", "__builtins__['open'] = None"),
+    ("monkeypatch", "import spec\nspec.__dict__['ERROR_FACTOR'] = 99"),
+    ("monkeypatch", "import spec\nspec.CLIPS.update({})"),
+    ("monkeypatch", "import torch\nt = torch\nt.cuda.synchronize = None"),     # an alias of a module
+    ("monkeypatch", "def run(z, weights, rank, world, pg, out):\n    type(out).__eq__ = None"),
+    ("monkeypatch", "import torch\n[torch][0].load = None"),                    # a root the audit cannot trace
+    ("monkeypatch", "import torch\nlib = torch.library.Library('aten', 'IMPL')"),
+    ("monkeypatch", "import torch\nclass T(torch.Tensor):\n    def __torch_dispatch__(cls, f, t, a, k):\n"
+                    "        pass"),
+    ("monkeypatch", "import torch\ntorch.set_default_dtype(torch.float16)"),
+    ("monkeypatch", "import operator, spec\noperator.setitem(spec.CLIPS, 'f1', {})"),
+    ("monkeypatch", "import torch\ntorch.ops.aten.allclose.default.py_impl(None)"),   # an aten op's Python kernel
+    ("monkeypatch", "import torch\ntorch._C._dispatch_tls_set_dispatch_key_excluded(1, True)"),
+    ("monkeypatch", "import torch\ntorch.backends.cudnn.benchmark = True"),   # global state: allow it with a reason
+    # the harness
+    ("harness-import", "import bench"),
+    ("harness-import", "from loader import load"),
+    ("harness-import", "import audit"),
+    ("harness-import", "import ci"),
+    ("harness-import", "import bounds"),
+    ("harness-import", "from data import make"),
+    # interpreter internals
+    ("introspection", "import gc\ngc.get_objects()"),
+    ("introspection", "import inspect"),
+    ("introspection", "import sys\nf = sys._getframe(1)"),
+    ("introspection", "import sys\nsys.settrace(None)"),
+    ("introspection", "import sys\nsys.setprofile(None)"),
+    ("introspection", "import traceback\ntraceback.walk_stack(None)"),
+    ("introspection", "def f():\n    pass\nc = f.__code__"),
+    ("introspection", "def f():\n    pass\ng = f.__globals__"),
+    ("introspection", "def f(frame):\n    return frame.f_back.f_locals"),
+    ("introspection", "x = object.__subclasses__()"),
+    ("introspection", "y = print.__self__"),                        # the builtins module
+    ("introspection", "g = globals()"),
+    ("introspection", "try:\n    raise ValueError\nexcept ValueError as e:\n    t = e.__traceback__"),
+    ("introspection", "import torch\nv = vars(torch)"),
+    # names chosen at run time
+    ("dynamic-name", "import os\ndef f(name):\n    return getattr(os, name)"),
+    ("dynamic-name", "from torch import *"),
+    ("dynamic-name", "from spec import *"),
+    ("dynamic-name", "from .helper import *"),
+    ("dynamic-name", "g = getattr"),
+    ("dynamic-name", "import operator\nf = operator.attrgetter('system')"),
+    ("dynamic-name", "import torch\ndef f(m):\n    return m\nf(torch)"),          # a module as a value ...
+    ("dynamic-name", "import torch\nclass C:\n    t = torch"),                    # ... as a class attribute
+    ("dynamic-name", "import os\nclass C:\n    def __init__(self):\n        self.o = os"),
+    ("dynamic-name", "import os.path\nmods = [os.path]"),
+    # narrower than bf16: identifiers, attributes, strings
+    ("narrow-numerics", "import torch\nw = torch.float8_e4m3fn"),
+    ("narrow-numerics", "import torch\nw = torch.float8_e5m2"),
+    ("narrow-numerics", "import torch\nw = torch.float8_e4m3fnuz"),
+    ("narrow-numerics", "import torch\nw = torch.float8_e5m2fnuz"),
+    ("narrow-numerics", "import torch\nw = torch.float8_e8m0fnu"),
+    ("narrow-numerics", "import torch\nw = torch.float4_e2m1fn_x2"),
+    ("narrow-numerics", "import triton.language as tl\nw = tl.float8e4nv"),
+    ("narrow-numerics", "import triton.language as tl\nw = tl.float8e5"),
+    ("narrow-numerics", "def f(x, fp8e4nv):\n    return x"),
+    ("narrow-numerics", "use_nvfp4 = True"),
+    ("narrow-numerics", "mxfp8_scale = 1"),
+    ("narrow-numerics", "import torch\nw = getattr(torch, 'float8_e4m3fn')"),
+    ("narrow-numerics", "DTYPE = 'float8_e5m2'"),
+    ("narrow-numerics", "import torch\ny = torch._scaled_mm"),
+    ("narrow-numerics", "import torch\nq = torch.qint8"),
+    ("narrow-numerics", "import torch.ao.quantization"),
+    ("narrow-numerics", "ASM = 'cvt.rn.satfinite.e4m3x2.f32 %0, %1;'"),
+    # C++ source inside a Python string is read as C++
+    ("file-io", "SRC = 'extern \"C\" void k() { FILE* f = fopen(\"x\", \"r\"); }'"),
+    ("environment", "SRC = '''\n#include <cstdlib>\nvoid k() { getenv(\"X\"); }\n'''"),
+    # a Python file that does not parse cannot be audited
+    ("unaudited-file", "def run(:\n"),
+]
+
+
+@pytest.mark.parametrize("rule, source", PY_FIRES)
+def test_python_rule_fires(tmp_path, rule, source):
+    report = audit_py(tmp_path, source + "\n")
+    assert rule in fired(report), f"{rule} did not fire on:\n{source}\n{audit.format_report(report)}"
+    assert not report.ok
+
+
+# Evasions that name a banned thing indirectly.
+@pytest.mark.parametrize("source", [
+    "o = open\no('x')",                                              # an alias of a builtin
+    "import torch as t\nl = t.load\nl('x')",                         # an alias of a member
+    "import torch\ng = getattr(torch, 'lo' + 'ad')",                 # getattr of a constant expression
+    "[o('p') for o in [open]]",                                      # a comprehension over the builtin
+    "[open(p) for open in [open]]",                                  # shadowing inside, builtin outside
+    "def f(o=open):\n    return o('x')",                             # a default argument
+    "if False:\n    open = None\nopen('x')",                        # a module-level binding may not happen
+    "ｏｐｅｎ('x')",                                                  # NFKC-normalised identifier
+])
+def test_python_indirect_file_access_fires(tmp_path, source):
+    assert "file-io" in fired(audit_py(tmp_path, source + "\n"))
+
+
+PY_QUIET = [
+    '"""Decodes with fp8? No: bf16. torch.load, open() and os.environ are only words here."""',
+    "# fp8, torch.load('x'), open('x'), import pickle: comments are not code",
+    "def f():\n    'a bare string statement mentioning float8_e4m3fn'\n    return 1",
+    "open_frames = 3\nreopen = open_frames + 1",                       # names that merely contain `open`
+    "class C:\n    def read_cache(self):\n        return self.cache\n    def open(self):\n        return 1\n"
+    "c = C()\nc.read_cache()\nc.open()",                               # methods on the solution's own objects
+    "def f(x):\n    return x.open(), x.read(), x.write, x.mmap_mode, x.load, x.save",
+    "import torch\nx = torch.zeros(1, dtype=torch.float16).to(torch.bfloat16).to(torch.float32)",
+    "import torch\nx = torch.float64\ny = torch.int8\nz = torch.uint8",
+    "import torch.nn.functional as F\nimport torch\ny = F.pad(torch.zeros(2), (1, 1))",
+    "import os\np = os.path.join(os.path.dirname(__file__), 'kernels.cu')\nn = os.cpu_count()",
+    "from spec import WEIGHTS, weight_list, TINY\nimport spec\nn = spec.frames(5)\nw = spec.weight_list(TINY)",
+    "import reference\ndef run(z, weights, rank, world, pg, out):\n    reference.run(z, weights, rank, world, pg, out)",
+    "import torch\ntorch.cuda.synchronize()\ntorch.cuda.current_stream().synchronize()",
+    "import torch\ns = torch.cuda.Stream()\nwith torch.cuda.stream(s):\n    pass\ntorch.cuda.set_stream(s)\n"
+    "e = torch.cuda.ExternalStream(0)",
+    "def f(input, compile, exec):\n    return input.shape, compile, exec",  # parameters shadow builtins
+    "def f():\n    open = 3\n    return open",
+    "x = [open for open in range(3) if open > 1]",                     # comprehension-local in its first `if`
+    "import torch\ny = getattr(torch, 'bfloat16')\nz = getattr(y, 'itemsize', None)",
+    "x = {}\nx['a'] = 1\nclass C:\n    pass\nC.attr = 2\ndef f(out, cache):\n    out[0] = 1\n"
+    "    cache.value = 2\n    out.view(-1)[0] = 3",                     # stores into the solution's own state
+    "import triton\nimport triton.language as tl\n@triton.jit\ndef k(x_ptr, BLOCK: tl.constexpr):\n"
+    "    x = tl.load(x_ptr + tl.arange(0, BLOCK))\n    tl.store(x_ptr, x.to(tl.bfloat16))",
+    "from diffusers import AutoencoderKLWan",                            # third-party packages are fine
+    "from . import kernels\nfrom .kernels import launch",                # the solution's own modules
+    "import torch\ny = torch.compile(lambda x: x)\nm = torch.nn.Conv2d(1, 1, 1).eval()",
+    "import torch.distributed as dist\ndef run(z, weights, rank, world, pg, out):\n"
+    "    dist.all_reduce(z, group=pg)\n    dist.barrier(group=pg)",
+    "import sys\nprint('x', file=sys.stderr)\nv = sys.version_info",
+    "msg = 'cannot open the file named in os.environ: use float16'",     # prose strings name no format
+    "import math, functools, dataclasses, itertools, collections, typing, contextlib\n",
+    "x = [i for i in range(3)]\ny = {k: v for k, v in zip('ab', 'cd')}\nz = lambda a: a",
+    "import triton.language as tl\ndef f(m):\n    return m.to(tl.int1)",     # Triton's boolean, not a 1-bit int
+    "import torch\nt = torch\nx = t.zeros(1)\nfor m in (torch,):\n    pass\nok = torch is not None\n"
+    "isinstance(x, torch.Tensor)\nhasattr(torch, 'compile')",                # plain aliases are followed
+    "import torch\ndef f(m):\n    return m.load_state_dict({}, strict=False, assign=True)",
+]
+
+
+@pytest.mark.parametrize("source", PY_QUIET)
+def test_python_near_miss_is_quiet(tmp_path, source):
+    report = audit_py(tmp_path, source + "\n")
+    assert report.ok, audit.format_report(report)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# C/C++/CUDA: text with comments blanked.
+
+CPP_FIRES = [
+    ("file-io", "#include <fstream>\n"),
+    ("file-io", "#include <fcntl.h>\n"),
+    ("file-io", "#include <sys/mman.h>\n"),
+    ("file-io", "#include <filesystem>\n"),
+    ("file-io", "void f() { FILE* p = fopen(\"/data/ref_f1.pt\", \"rb\"); }\n"),
+    ("file-io", "void f() { std::ifstream in(\"x\"); }\n"),
+    ("file-io", "void f() { auto t = torch::load(\"x\"); }\n"),
+    ("file-io", "void f() { int fd = ::open(\"x\", 0); }\n"),
+    ("file-io", "void f() { void* p = mmap(0, 1, 0, 0, 0, 0); }\n"),
+    ("file-io", "extern \"C\" long write(int, const void*, unsigned long);\nvoid f() { write(3, \"ok\", 2); }\n"),
+    ("file-io", "static const char ref[] = {\n#embed \"/data/ref_f1.pt\"\n};\n"),
+    ("file-io", "void f() { FILE* p = fo\\\npen(\"x\", \"r\"); }\n"),   # a line splice inside an identifier
+    ("file-io", "void f() { std::rename(\"a\", \"b\"); }\n"),
+    ("process", "#include <thread>\nvoid f() { std::thread t([] {}); }\n"),
+    ("process", "void f() { system(\"ls\"); }\n"),
+    ("process", "void f() { pthread_create(0, 0, 0, 0); }\n"),
+    ("process", "__attribute__((constructor)) void early() {}\n"),
+    ("process", "__attribute__((section(\".init_array\"))) void (*early)() = f;\n"),
+    ("process", "void f() { std::system(\"ls\"); }\n"),
+    ("environment", "void f() { const char* s = std::getenv(\"SEED\"); }\n"),
+    ("network", "#include <sys/socket.h>\n"),
+    ("network", "void f() { int s = socket(2, 1, 0); }\n"),
+    ("foreign-code", "#include <dlfcn.h>\nvoid f() { dlopen(\"libx.so\", 1); }\n"),
+    ("foreign-code", "void f() { auto os = py::module_::import(\"os\"); }\n"),
+    ("foreign-code", "void f() { PyRun_SimpleString(\"import os\"); }\n"),
+    ("foreign-code", "void f(py::object o) { o.attr(\"__class__\"); }\n"),
+    ("monkeypatch", "TORCH_LIBRARY_IMPL(aten, CUDA, m) { m.impl(\"allclose\", &f); }\n"),
+    ("monkeypatch", "void f() { mprotect(0, 4096, 7); }\n"),
+    ("narrow-numerics", "#include <cuda_fp8.h>\n"),
+    ("narrow-numerics", "#include <cuda_fp4.h>\n"),
+    ("narrow-numerics", "__device__ __nv_fp8_e4m3 x;\n"),
+    ("narrow-numerics", "__device__ __nv_fp4_e2m1 x;\n"),
+    ("narrow-numerics", "auto t = at::kFloat8_e4m3fn;\n"),
+    ("narrow-numerics", "auto t = c10::ScalarType::Float8_e5m2;\n"),
+    ("narrow-numerics", "asm volatile(\"cvt.rn.satfinite.e4m3x2.f32 %0, %1;\" : \"=h\"(r) : \"f\"(a));\n"),
+    ("narrow-numerics", "asm volatile(\"tcgen05.mma.cta_group::1.kind::f8f6f4 [%0], %1;\");\n"),
+    ("narrow-numerics", "asm volatile(\"mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32 ...\");\n"),
+    ("narrow-numerics", "using T = cutlass::float_e4m3_t;\n"),
+    ("narrow-numerics", "asm(\"mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 ...\");\n"),
+    ("dynamic-name", "#define CAT(a, b) a##b\nvoid f() { CAT(fo, pen)(\"x\", \"r\"); }\n"),
+    ("dynamic-name", "#include HEADER_FROM_A_MACRO\n"),
+    ("unaudited-file", "#include \"../../data/ref.h\"\n"),
+    ("unaudited-file", "#include </etc/passwd>\n"),
+]
+
+
+@pytest.mark.parametrize("rule, source", CPP_FIRES)
+def test_cpp_rule_fires(tmp_path, rule, source):
+    report = audit_cpp(tmp_path, source)
+    assert rule in fired(report), f"{rule} did not fire on:\n{source}\n{audit.format_report(report)}"
+
+
+def test_spec_file_io_rule_is_used_verbatim():
+    import re
+    import spec
+    rules = {(r, kind, rx.pattern) for r, kind, rx, _ in audit.CPP_RULES}
+    assert ("file-io", "include", spec.RULES["file-io"]["include"]) in rules
+    assert ("file-io", "text", spec.RULES["file-io"]["text"]) in rules
+    assert audit.RULES["file-io"] == spec.RULES["file-io"]["why"]
+    assert re.search(spec.RULES["file-io"]["text"], "fread(")
+
+
+CPP_QUIET = [
+    "// fopen, getenv, system(), __nv_fp8_e4m3 and e4m3 in a comment\n"
+    "/* std::thread, dlopen,\n   #include <fstream> */\n",
+    "#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n#include <cstdio>\n#include <torch/extension.h>\n",
+    "__global__ void k(const float4* __restrict__ x, float4* y) { float4 v = x[threadIdx.x]; y[0] = v; }\n",
+    "void f() { int n = 1'000'000; printf(\"%d\\n\", n); fprintf(stderr, \"error\\n\"); }\n",
+    "void f(Reader& r, Writer* w) { r.read(1); w->write(2); r.open_frames(); auto g = std::bind(f, 1); }\n",
+    "void f(cudaStream_t s) { cudaStreamSynchronize(s); cudaMemcpyAsync(0, 0, 0, cudaMemcpyDeviceToDevice, s); }\n",
+    "asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7};\");\n",
+    "TORCH_LIBRARY(wan_vae, m) { m.def(\"decode(Tensor z) -> Tensor\"); }\n"
+    "TORCH_LIBRARY_IMPL(wan_vae, CUDA, m) { m.impl(\"decode\", &decode); }\n",
+    "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"go\", &go, \"launch\"); }\n",
+    "const char* s = \"http://x // not a comment\"; int bf16_tiles = 4; using T = __nv_bfloat16;\n",
+    "#define CHECK(x) do { if (!(x)) { printf(#x); } } while (0)\n",
+    "at::Tensor f(const at::Tensor& x) { auto y = at::clone(x); return x.clone().contiguous(); }\n",
+]
+
+
+@pytest.mark.parametrize("source", CPP_QUIET)
+def test_cpp_near_miss_is_quiet(tmp_path, source):
+    report = audit_cpp(tmp_path, source)
+    assert report.ok, audit.format_report(report)
+
+
+def test_comment_tricks(tmp_path):
+    # "/*" inside a string opens no comment, so the fopen after it is code.
+    report = audit_cpp(tmp_path, 'const char* s = "/*"; FILE* f = fopen("x", "r"); // */\n')
+    assert "file-io" in fired(report)
+    # A // comment continued by a line splice is blanked up to the splice only: what follows is read as code.
+    report = audit_cpp(tmp_path, "int a; // note \\\nvoid f() { getenv(\"X\"); }\n")
+    assert "environment" in fired(report)
+    # Raw strings: their text is kept (PTX), a // inside them is not a comment.
+    report = audit_cpp(tmp_path, 'auto s = R"(x" // )"; void f() { system("ls"); }\n')
+    assert "process" in fired(report)
+
+
+def test_the_solutions_own_modules_are_followed(tmp_path):
+    d = solution(tmp_path, {"helper.py": "import torch\nt = torch\n", "pkg/__init__.py": "",
+                            "pkg/io_utils.py": "from .. import helper\n", "solution.py": """\
+        from . import helper
+        from .helper import torch as T
+        from .pkg import io_utils
+        def run(z, weights, rank, world, pg, out):
+            helper.torch.load("a")
+            T.save(out, "b")
+            helper.t.load("c")
+            io_utils.helper.t.jit.load("d")
+            helper.torch.zeros(1)
+        """})
+    report = audit.audit(str(d))
+    assert [(f.file, f.line, f.rule) for f in report.findings] == [("solution.py", n, "file-io") for n in (5, 6, 7, 8)]
+    assert "`helper.torch.load` (`torch.load`)" in report.findings[0].reason
+
+
+def test_headers_are_followed_whatever_their_suffix(tmp_path):
+    d = solution(tmp_path, {"k.cu": '#include "detail/impl.inc"\n', "detail/impl.inc": "void f() { fopen(0, 0); }\n"})
+    report = audit.audit(str(d))
+    assert [(f.file, f.rule) for f in report.findings] == [(os.path.join("detail", "impl.inc"), "file-io")]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# solution.yml and the files of a solution.
+
+def test_manifest(tmp_path):
+    d = solution(tmp_path, {"k.cu": "void f() {}\n", "solution.yml": """\
+        extension: ext
+        sources: [k.cu, ../elsewhere.cu]
+        cflags: [-O3, -DOPENER=fopen, -include /etc/evil.h]
+        cuda_cflags: [-O3, --use_fast_math, -Iinclude, -I/opt/other]
+        """})
+    found = {(f.line, f.rule) for f in audit.audit(str(d)).findings}
+    assert found == {(2, "unaudited-file"), (3, "file-io"), (3, "unaudited-file"), (4, "unaudited-file")}
+    clean = solution(tmp_path / "ok", {"k.cu": "void f() {}\n", "solution.yml": """\
+        name: fast  # fp8? no: bf16
+        language: cuda
+        extension: ext
+        sources: [k.cu]
+        cuda_cflags: [-O3, --use_fast_math, -gencode=arch=compute_90a,code=sm_90a]
+        ldflags: [-lcuda]
+        """})
+    assert audit.audit(str(clean)).ok
+
+
+def test_listed_source_with_any_suffix_is_audited(tmp_path):
+    d = solution(tmp_path, {"solution.yml": "extension: ext\nsources: [k.cxx]\n",
+                            "k.cxx": "void f() { system(\"x\"); }\n"})
+    assert [(f.file, f.rule) for f in audit.audit(str(d)).findings] == [("k.cxx", "process")]
+
+
+def test_unaudited_files(tmp_path):
+    d = solution(tmp_path, {"fast.so": b"\x7fELF", "weights.npy": b"\x93NUMPY", "README.md": "notes",
+                            "LICENSE": "x", "docs/notes.txt": "x", ".hidden/anything.bin": b"\0",
+                            "README.cpython-311-x86_64-linux-gnu.so": b"\x7fELF"})   # imports as `README`
+    report = audit.audit(str(d))
+    assert sorted((f.file, f.rule) for f in report.findings) == [
+        ("README.cpython-311-x86_64-linux-gnu.so", "unaudited-file"), ("fast.so", "unaudited-file"),
+        ("weights.npy", "unaudited-file")]
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symlinks")
+def test_linked_directory(tmp_path):
+    d = solution(tmp_path, {})
+    os.symlink("/", d / "root")
+    assert fired(audit.audit(str(d))) == {"unaudited-file"}
+
+
+def test_bytecode_must_match_its_source(tmp_path):
+    import importlib._bootstrap_external as bootstrap
+    d = solution(tmp_path, {})
+    source = d / "solution.py"
+    cache = d / "__pycache__"
+    cache.mkdir()
+    pyc = cache / f"solution.{sys.implementation.cache_tag}.pyc"
+    st = os.stat(source)
+
+    def write(text):
+        code = compile(text, str(source), "exec", dont_inherit=True)
+        pyc.write_bytes(bootstrap._code_to_timestamp_pyc(code, int(st.st_mtime), st.st_size))
+
+    write(source.read_text())                          # what the import system itself would write
+    (cache / f"gone.{sys.implementation.cache_tag}.pyc").write_bytes(b"junk")   # no source: never imported
+    assert audit.audit(str(d)).ok
+    write("import os\n" + RUN.replace("pass", "os.system('x')"))   # a forged cache with the source's stamp
+    report = audit.audit(str(d))
+    assert [(f.file, f.rule) for f in report.findings] == [
+        (os.path.join("__pycache__", pyc.name), "unaudited-file")]
+
+
+def test_data_is_not_code(tmp_path, monkeypatch):
+    monkeypatch.setattr(audit, "BIG_CONSTANT", 100)
+    monkeypatch.setattr(audit, "BIG_FILE", 1000)
+    report = audit_py(tmp_path, "TABLE = " + repr("ab" * 60) + "\n")
+    assert [(f.line, f.rule) for f in report.findings] == [(1, "unaudited-file")]
+    report = audit_cpp(tmp_path, "const unsigned char ref[] = {" + "0," * 600 + "};\n", name="table.h")
+    assert [(f.file, f.line, f.rule) for f in report.findings] == [("table.h", 0, "unaudited-file")]
+
+
+@pytest.mark.parametrize("source", [
+    "x = 1\x00\n",                                              # null bytes
+    "x = " + "(" * 300 + "1" + ")" * 300 + "\n",                 # deeper than the parser goes
+    "x = " + "-" * 900 + "1\n",                                   # parses, deeper than the visitor goes
+])
+def test_unreadable_python_fails_closed(tmp_path, source):
+    assert fired(audit_py(tmp_path, source)) == {"unaudited-file"}
+
+
+def test_odd_manifests_do_not_crash(tmp_path):
+    d = solution(tmp_path, {"k.cu": "void f() {}\n", "solution.yml": "extension: ext\nsources: ../x.cu\n"})
+    assert fired(audit.audit(str(d))) == {"unaudited-file"}
+    d = solution(tmp_path / "b", {"solution.yml": "sources: [unclosed\n"})
+    assert fired(audit.audit(str(d))) == {"unaudited-file"}
+    d = solution(tmp_path / "c", {"k.cu": b"void f() { \xff\xfe fopen(0, 0); }\n"})   # not UTF-8
+    assert fired(audit.audit(str(d))) == {"file-io"}
+
+
+def test_single_file_solution(tmp_path):
+    f = tmp_path / "one.py"
+    f.write_text("import pickle\n" + RUN)
+    report = audit.audit(str(f))
+    assert report.files == ["one.py"] and [(x.file, x.line, x.rule) for x in report.findings] == [
+        ("one.py", 1, "file-io")]
+
+
+def test_not_a_solution(tmp_path):
+    for bad in (tmp_path, tmp_path / "missing.py", tmp_path / "x.txt"):
+        with pytest.raises(audit.UsageError):
+            audit.audit(str(bad))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The repository's own solutions, and the rules table.
+
+@pytest.mark.parametrize("name", ["reference", "diffusers"])
+def test_repository_solutions_are_clean(name):
+    report = audit.audit(os.path.join(ROOT, "solutions", name))
+    assert report.ok and not report.allowed and not report.warnings, audit.format_report(report)
+
+
+def test_every_rule_has_a_reason_and_a_test():
+    assert all(isinstance(why, str) and len(why) > 20 for why in audit.RULES.values())
+    assert all(r == r.lower() and " " not in r for r in audit.RULES)
+    tested = {r for r, _ in PY_FIRES} | {r for r, _ in CPP_FIRES} | {"allowance"}   # allowance: tests below
+    assert tested == set(audit.RULES)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Allowances.
+
+def test_allowance_with_reason_silences_and_is_listed(tmp_path):
+    report = audit_py(tmp_path, "import torch\n"
+                                "SCALE = 'e4m3'  # audit: allow narrow-numerics -- a label in a log message\n")
+    assert report.ok and not report.findings
+    [a] = report.allowed
+    assert (a.rule, a.line, a.allowance) == ("narrow-numerics", 2, "a label in a log message")
+
+
+def test_allowance_without_reason_is_a_finding(tmp_path):
+    report = audit_py(tmp_path, "import pickle  # audit: allow file-io\n")
+    assert fired(report) == {"file-io", "allowance"} and not report.allowed
+
+
+def test_allowance_naming_no_rule_is_a_finding(tmp_path):
+    for comment in ("# audit: allow fiel-io -- typo", "# audit: allow -- no rule", "# audit: allow allowance -- x"):
+        report = audit_py(tmp_path, f"import pickle  {comment}\n")
+        assert "allowance" in fired(report) and "file-io" in fired(report), comment
+
+
+def test_allowance_covers_only_its_rules_and_line(tmp_path):
+    report = audit_py(tmp_path, "import pickle, socket  # audit: allow file-io -- reviewed\nimport shelve\n")
+    assert [(f.line, f.rule) for f in report.findings] == [(1, "network"), (2, "file-io")]
+    report = audit_py(tmp_path, "import pickle, socket  # audit: allow file-io, network -- reviewed\n")
+    assert report.ok and {a.rule for a in report.allowed} == {"file-io", "network"}
+
+
+def test_unused_allowance_is_a_warning_not_a_failure(tmp_path):
+    report = audit_py(tmp_path, "x = 1  # audit: allow file-io -- nothing here any more\n")
+    assert report.ok and [(w.line, w.rule) for w in report.warnings] == [(1, "allowance")]
+    assert "unused" in report.warnings[0].reason
+
+
+def test_allowance_in_a_string_is_not_an_allowance(tmp_path):
+    report = audit_py(tmp_path, "import pickle; s = '# audit: allow file-io -- in a string'\n")
+    assert "file-io" in fired(report) and not report.allowed
+
+
+def test_cpp_allowance(tmp_path):
+    report = audit_cpp(tmp_path, "#include <fstream>  // audit: allow file-io -- debug dump, off in run()\n"
+                                 "#include <thread>  /* audit: allow process -- a reviewed pool */\n"
+                                 "void f() { getenv(\"X\"); }  // audit: allow environment\n")
+    assert {(a.line, a.rule) for a in report.allowed} == {(1, "file-io"), (2, "process")}
+    assert {(f.line, f.rule) for f in report.findings} == {(3, "environment"), (3, "allowance")}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The command line: table, JSON, exit codes.
+
+def cli(*args):
+    return subprocess.run([sys.executable, "audit.py", *map(str, args)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_cli_exit_codes_and_table(tmp_path):
+    clean = cli("solutions/reference")
+    assert clean.returncode == 0 and "clean" in clean.stdout
+    d = solution(tmp_path, {"solution.py": "import pickle  # audit: allow file-io -- reviewed\nimport os\n"
+                                           "x = os.environ['SEED']\n"})
+    dirty = cli(d)
+    assert dirty.returncode == 1
+    assert f"{d}/solution.py:3: environment: `os.environ`" in dirty.stdout
+    assert dirty.stdout.index("findings:") < dirty.stdout.index("allowances used:")
+    assert "allowed: reviewed" in dirty.stdout
+    assert cli(tmp_path / "nothing-here").returncode == 2
+    assert cli().returncode == 2
+    rules = cli("--rules")
+    assert rules.returncode == 0 and all(name in rules.stdout for name in audit.RULES)
+
+
+def test_cli_json(tmp_path):
+    d = solution(tmp_path, {"solution.py": "import socket\nimport pickle  # audit: allow file-io -- reviewed\n"})
+    out = tmp_path / "report.json"
+    assert cli(d, "--json", out).returncode == 1
+    report = json.loads(out.read_text())
+    assert report["ok"] is False and report["files"] == ["solution.py"]
+    assert [(f["file"], f["line"], f["rule"]) for f in report["findings"]] == [("solution.py", 1, "network")]
+    assert [(f["rule"], f["allowance"]) for f in report["allowed"]] == [("file-io", "reviewed")]
+    assert set(report["findings"][0]) == {"file", "line", "rule", "reason", "text", "allowance"}
+    assert report["rules"] == audit.RULES
+    stdout = cli("solutions/reference", "--json", "-")
+    assert stdout.returncode == 0 and json.loads(stdout.stdout)["ok"] is True

@@ -133,12 +133,14 @@ def build(solution, verbose=False):
     directory = build_dir(solution)
     os.makedirs(directory, exist_ok=True)
     try:
-        return cpp_extension.load(name=m["extension"], sources=sources, build_directory=directory,
-                                  extra_cflags=list(m.get("cflags", [])),
-                                  extra_cuda_cflags=list(m.get("cuda_cflags", [])),
-                                  extra_ldflags=list(m.get("ldflags", [])), verbose=verbose)
+        module = cpp_extension.load(name=m["extension"], sources=sources, build_directory=directory,
+                                    extra_cflags=list(m.get("cflags", [])),
+                                    extra_cuda_cflags=list(m.get("cuda_cflags", [])),
+                                    extra_ldflags=list(m.get("ldflags", [])), verbose=verbose)
     except Exception as e:  # the compiler's output is in the message
         raise SolutionError(f"{solution.name}: building {m['extension']} failed: {e}") from e
+    sys.modules[m["extension"]] = module   # so that solution.py can `import` it by the manifest's name
+    return module
 
 
 def _check_signature(fn, name, arity, entry):

@@ -14,16 +14,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BROKEN = os.path.join(ROOT, "tests", "broken")
 
 
-@pytest.fixture(scope="module")
-def tiny_data(tmp_path_factory):
-    """The tiny data set for the short clips, made once for this module (the full tiny set where needed)."""
-    root = tmp_path_factory.mktemp("data")
-    env = dict(os.environ, DATA=str(root))
-    subprocess.run([sys.executable, "-m", "data.make", "--tiny", "--clips", "f17"], cwd=ROOT, env=env, check=True,
-                   capture_output=True, timeout=600)
-    return env
-
-
 def bench(env, *args, timeout=600):
     p = subprocess.run([sys.executable, os.path.join(ROOT, "bench.py"), "--tiny", *args], cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=timeout)
@@ -74,12 +64,10 @@ def test_reference_passes_short_workloads_and_checks_every_call(tiny_data, tmp_p
 
 
 @pytest.mark.slow
-def test_reference_all_fifteen_workloads(tmp_path_factory):
+def test_reference_all_fifteen_workloads(tiny_data, tmp_path):
     """The issue's command: all fifteen pass (worlds 1, 2, 4 through gloo), nine timed, objective = geomean."""
-    root = tmp_path_factory.mktemp("fulltiny")
-    env = dict(os.environ, DATA=str(root))
-    out = root / "r.json"
-    p = bench(env, "solutions/reference", "--json", str(out), "--time-cap", "20", timeout=1200)
+    out = tmp_path / "r.json"
+    p = bench(tiny_data, "solutions/reference", "--json", str(out), "--max-reps", "3", timeout=1200)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     report = json.loads(out.read_text())
     assert set(report["workloads"]) == set(spec.WORKLOADS)

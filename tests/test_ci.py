@@ -11,15 +11,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHEATS = os.path.join(ROOT, "tests", "cheats")
 
 
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("cidata")
-    env = dict(os.environ, DATA=str(root))
-    subprocess.run([sys.executable, "-m", "data.make", "--tiny"], cwd=ROOT, env=env, check=True,
-                   capture_output=True, timeout=900)
-    return env
-
-
 def gate(env, tmp_path, solution, *args, timeout=900):
     out = tmp_path / f"ci-{os.path.basename(solution)}.json"
     xml = tmp_path / "ci.xml"
@@ -36,8 +27,8 @@ def failures(report):
 
 
 @pytest.mark.parametrize("attempt", [1, 2, 3])
-def test_reference_passes_every_time(data, tmp_path, attempt):
-    p, report, xml = gate(data, tmp_path, "solutions/reference")
+def test_reference_passes_every_time(tiny_data, tmp_path, attempt):
+    p, report, xml = gate(tiny_data, tmp_path, "solutions/reference")
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     names = {c["name"] for c in report["checks"]}
     assert {"audit", "stored references", "f481x4", "f1x1"} <= names
@@ -66,9 +57,9 @@ EXPECTED = {
 
 
 @pytest.mark.parametrize("cheat", sorted(EXPECTED))
-def test_cheat_fails_for_its_reason(data, tmp_path, cheat):
+def test_cheat_fails_for_its_reason(tiny_data, tmp_path, cheat):
     code, check, status, phrase = EXPECTED[cheat]
-    p, report, _ = gate(data, tmp_path, os.path.join(CHEATS, cheat), "--workloads", "f1x1,f5x1",
+    p, report, _ = gate(tiny_data, tmp_path, os.path.join(CHEATS, cheat), "--workloads", "f1x1,f5x1",
                         "--timeout-scale", "0.03", timeout=600)
     fails = failures(report)
     assert check in fails, (fails, p.stdout[-2000:])
@@ -76,8 +67,8 @@ def test_cheat_fails_for_its_reason(data, tmp_path, cheat):
     assert p.returncode == code, fails
 
 
-def test_audit_findings_are_reported_beside_the_dynamic_checks(data, tmp_path):
-    p, report, _ = gate(data, tmp_path, os.path.join(CHEATS, "side_thread.py"), "--workloads", "f1x1")
+def test_audit_findings_are_reported_beside_the_dynamic_checks(tiny_data, tmp_path):
+    p, report, _ = gate(tiny_data, tmp_path, os.path.join(CHEATS, "side_thread.py"), "--workloads", "f1x1")
     fails = failures(report)
     assert fails["audit"][0] == "audit" and "side_thread.py" in fails["audit"][1]
     assert fails["f1x1"][0] == "tampering"

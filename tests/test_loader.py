@@ -1,4 +1,6 @@
 """loader.py: solutions by file or directory, relative imports, clear errors for missing or misspelt entries."""
+import os
+
 import pytest
 
 import loader
@@ -58,7 +60,22 @@ def test_not_a_solution(tmp_path):
 
 def test_build_error_names_the_solution(tmp_path, monkeypatch):
     monkeypatch.setenv("WAN_BUILD_DIR", str(tmp_path / "build"))
-    import os
     broken = os.path.join(os.path.dirname(__file__), "broken", "build_error")
     with pytest.raises(loader.SolutionError, match="build-error: building broken_ext failed"):
         loader.load(broken)
+
+
+def test_extension_builds_once_and_is_importable(tmp_path, monkeypatch):
+    """A solution with a C++ extension: built into the cache keyed by content and machine, then imported by name."""
+    monkeypatch.setenv("WAN_BUILD_DIR", str(tmp_path / "build"))
+    write(tmp_path / "ext" / "solution.yml", "name: with-ext\nlanguage: cpp\nextension: wan_test_ext\n"
+          "sources: [twice.cpp]\ncflags: [-O2]\n")
+    write(tmp_path / "ext" / "twice.cpp", "#include <torch/extension.h>\n"
+          "torch::Tensor twice(torch::Tensor x) { return x * 2; }\n"
+          "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"twice\", &twice); }\n")
+    write(tmp_path / "ext" / "solution.py", "import torch\nimport wan_test_ext\n"
+          "def run(z, weights, rank, world, pg, out):\n    return wan_test_ext.twice(torch.ones(2))\n")
+    s = loader.load(str(tmp_path / "ext"))
+    assert s.run(*[None] * 6).tolist() == [2.0, 2.0]
+    built = os.listdir(loader.build_dir(s))
+    assert any(f.endswith(".so") for f in built)

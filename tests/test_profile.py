@@ -55,9 +55,9 @@ def test_outputs_bit_identical_with_scopes_on_and_off():
     assert not missing, missing
 
 
-def test_bench_profile_writes_a_trace_with_the_scope_names(tmp_path):
+def test_bench_profile_writes_a_trace_with_the_scope_names(tiny_data, tmp_path):
     """The issue's command: bench.py solutions/reference --tiny --workloads f5x1 --profile DIR."""
-    env = dict(os.environ, DATA=str(tmp_path / "data"))
+    env = tiny_data
     p = subprocess.run([sys.executable, "bench.py", "solutions/reference", "--tiny", "--workloads", "f5x1",
                         "--profile", str(tmp_path / "prof")], cwd=ROOT, env=env, capture_output=True, text=True,
                        timeout=600)

@@ -30,6 +30,9 @@ rms(d) against the fp32 reference within spec.allowance; PSNR shown.
 Also after every call: no thread or child process the call started is still running, and none of the functions the
 harness relies on (timers, synchronisation, collectives, comparisons) was replaced.
 
+Profiling (--profile DIR): after a workload's calls, one more call (checked, not counted) per rank runs under
+torch.profiler with reference's named scopes on; each rank writes a Chrome trace and the per-scope table is printed.
+
 Statuses: passed, incorrect, input modified, tampering, runtime error, crash, timeout, build error, load error,
 invalid timing, impossible (ci.py: faster than the roofline allows), skipped, harness error.
 """

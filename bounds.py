@@ -51,13 +51,21 @@ def gpu_key(device_name):
 def bound(workload, gpu="H200", geometry=spec.FULL, peaks=None):
     """{"flops", "bytes", "gpus", "flops_per_gpu", "intensity", "compute_s", "memory_s", "bound_s", "binds"} of one
     call; `peaks` ({"bf16_tflops", "hbm_tbps"}) overrides the GPU's datasheet figures."""
-    b = spec.bounds(workload, geometry)
-    p = peaks or GPUS[gpu]
-    per_gpu = b["flops"] / b["gpus"]
-    compute = per_gpu / (p["bf16_tflops"] * 1e12)
-    memory = b["bytes"] / (p["hbm_tbps"] * 1e12)
-    return {**b, "flops_per_gpu": per_gpu, "intensity": per_gpu / b["bytes"], "compute_s": compute,
-            "memory_s": memory, "bound_s": max(compute, memory), "binds": "compute" if compute >= memory else "memory"}
+    e = spec.WORKLOADS[workload]
+    return bound_of(spec.CLIPS[e["clip"]]["latent_frames"], e["world"], peaks or GPUS[gpu], geometry)
+
+
+def bound_of(latent_frames, world, peaks, geometry=spec.FULL):
+    """The bound of decoding any latents of `latent_frames` frames on `world` GPUs (ci.py's fresh latents too)."""
+    flops = spec.decode_flops(latent_frames, geometry)
+    video = 3 * spec.frames(latent_frames) * math.prod(geometry.video_hw) * 2
+    weights = sum(math.prod(shape) for _, shape in spec.weight_list(geometry)) * 2
+    per_gpu, nbytes = flops / world, video + weights
+    compute = per_gpu / (peaks["bf16_tflops"] * 1e12)
+    memory = nbytes / (peaks["hbm_tbps"] * 1e12)
+    return {"flops": flops, "bytes": nbytes, "gpus": world, "flops_per_gpu": per_gpu, "intensity": per_gpu / nbytes,
+            "compute_s": compute, "memory_s": memory, "bound_s": max(compute, memory),
+            "binds": "compute" if compute >= memory else "memory"}
 
 
 def op_kind(name):

@@ -150,11 +150,12 @@ class Gate:
             figures = self.bench.compare(out, ref, "cpu" if self.cpu else "cuda")
             call["figures"] = figures
             call["status"], call["reason"] = self.bench.verdict_of(figures, allow)
-        flops = spec.decode_flops(z.shape[2], self.geometry) / world
-        floor = flops / (self.peaks["bf16_tflops"] * 1e12)
+        import bounds
+        b = bounds.bound_of(z.shape[2], world, self.peaks, self.geometry)
+        floor = b["bound_s"]
         if call["time_s"] < floor:
             why = (f"{call['time_s'] * 1e3:.3f} ms is below the roofline bound {floor * 1e3:.3f} ms "
-                   f"({flops / 1e12:.3g} TFLOP per GPU at {self.peaks['bf16_tflops']:.0f} TFLOP/s)")
+                   f"({b['flops_per_gpu'] / 1e12:.3g} TFLOP per GPU at {self.peaks['bf16_tflops']:.0f} TFLOP/s)")
             if call["status"] == "passed":
                 call.update(status="impossible", reason=why)
             else:

@@ -6,6 +6,7 @@ import torch
 
 import reference
 import spec
+from helpers import random_weights
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -15,23 +16,10 @@ def baseline():
     return loader.load(os.path.join(ROOT, "solutions", "baseline")).module
 
 
-def weights(seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    out = []
-    for name, shape in spec.weight_list(spec.TINY):
-        if name.endswith("gamma"):
-            out.append(1 + 0.1 * torch.randn(shape, generator=gen))
-        elif name.endswith("bias"):
-            out.append(0.02 * torch.randn(shape, generator=gen))
-        else:
-            out.append(torch.randn(shape, generator=gen) / torch.Size(shape[1:]).numel() ** 0.5)
-    return out
-
-
 def test_chunked_decode_equals_the_reference_in_fp32():
     """Mathematically equal: in fp32 the multi-frame chunks differ from the one-frame decode by rounding only."""
     m = baseline()
-    w = weights()
+    w = random_weights()
     for t in (1, 2, 6, 7):   # T = 1; one chunk short of CHUNK; a full chunk plus one; a partial last chunk
         z = torch.randn(1, 8, t, *spec.TINY.latent_hw, generator=torch.Generator().manual_seed(t))
         out = torch.full((1, 3, spec.frames(t), *spec.TINY.video_hw), float("nan"))
@@ -43,7 +31,7 @@ def test_chunked_decode_equals_the_reference_in_fp32():
 
 def test_bf16_within_the_release_decodes_error():
     m = baseline()
-    w = weights(1)
+    w = random_weights(seed=1)
     z = torch.randn(1, 8, 6, *spec.TINY.latent_hw, generator=torch.Generator().manual_seed(9))
     ref = reference.decode_fp32(z, w)
     release = reference.decode_bf16(z, w).float()
@@ -72,7 +60,7 @@ def _band_worker(rank, world, port, t, result):
     dist.init_process_group("gloo", rank=rank, world_size=world)
     torch.set_num_threads(1)
     try:
-        w = weights(2)
+        w = random_weights(seed=2)
         z = torch.randn(1, 8, t, *spec.TINY.latent_hw, generator=torch.Generator().manual_seed(3))
         out = torch.full((1, 3, spec.frames(t), *spec.TINY.video_hw), float("nan")) if rank == 0 else torch.empty(0)
         baseline().run(z, w, rank, world, dist.group.WORLD, out)

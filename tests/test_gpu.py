@@ -5,24 +5,10 @@ import torch
 
 import reference
 import spec
+from helpers import random_weights
 
 pytestmark = pytest.mark.gpu
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-
-
-def random_weights(geometry, device, seed=0):
-    """Fan-in-scaled weights, gains near 1, small biases (fp32, on `device`)."""
-    gen = torch.Generator(device=device).manual_seed(seed)
-    out = []
-    for name, shape in spec.weight_list(geometry):
-        if name.endswith("gamma"):
-            out.append(1 + 0.1 * torch.randn(shape, generator=gen, device=device))
-        elif name.endswith("bias"):
-            out.append(0.02 * torch.randn(shape, generator=gen, device=device))
-        else:
-            fan_in = torch.Size(shape[1:]).numel()
-            out.append(torch.randn(shape, generator=gen, device=device) / fan_in ** 0.5)
-    return out
 
 
 def diffusers_model(weights, dtype):
@@ -41,7 +27,7 @@ def diffusers_model(weights, dtype):
 @cuda
 def test_fp32_reference_against_diffusers_on_the_gpu():
     """TF32 off; cuDNN may choose other algorithms than the CPU's, so report max|diff| and bound it loosely."""
-    w = random_weights(spec.FULL, "cuda")
+    w = random_weights(spec.FULL, device="cuda")
     z = torch.randn(1, 48, 2, 44, 78, device="cuda", generator=torch.Generator("cuda").manual_seed(1))
     vae = diffusers_model(w, torch.float32)
     with torch.no_grad(), reference.fp32_exact():
@@ -55,7 +41,7 @@ def test_fp32_reference_against_diffusers_on_the_gpu():
 
 @cuda
 def test_bf16_reference_equals_diffusers_on_the_gpu():
-    w = random_weights(spec.FULL, "cuda", seed=2)
+    w = random_weights(spec.FULL, seed=2, device="cuda")
     z = torch.randn(1, 48, 2, 44, 78, device="cuda", generator=torch.Generator("cuda").manual_seed(3))
     vae = diffusers_model(w, torch.bfloat16)
     with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):

@@ -10,6 +10,7 @@ import torch
 
 import reference
 import spec
+from helpers import random_weights
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCOPES = ["post_quant_conv", "decoder", "decoder/conv_in", "decoder/mid_block", "decoder/mid_block/resnets.0",
@@ -21,26 +22,13 @@ SCOPES = ["post_quant_conv", "decoder", "decoder/conv_in", "decoder/mid_block", 
           "decoder/up_blocks.3/resnets.2/conv1", "decoder/norm_out", "decoder/conv_out", "unpatchify"]
 
 
-def tiny_weights(seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    out = []
-    for name, shape in spec.weight_list(spec.TINY):
-        if name.endswith("gamma"):
-            out.append(1 + 0.1 * torch.randn(shape, generator=gen))
-        elif name.endswith("bias"):
-            out.append(0.02 * torch.randn(shape, generator=gen))
-        else:
-            out.append(torch.randn(shape, generator=gen) / torch.Size(shape[1:]).numel() ** 0.5)
-    return out
-
-
 def test_scopes_are_off_by_default_and_free():
     assert os.environ.get("WAN_SCOPES") != "1"
     assert reference.scope("decoder/conv_in") is reference.scope("anything")   # one shared null context
 
 
 def test_outputs_bit_identical_with_scopes_on_and_off():
-    w = tiny_weights()
+    w = random_weights()
     z = torch.randn(1, 8, 3, *spec.TINY.latent_hw, generator=torch.Generator().manual_seed(1))
     off = reference.decode_fp32(z, w)
     reference.set_scopes(True)
@@ -77,7 +65,7 @@ def test_bench_profile_writes_a_trace_with_the_scope_names(tiny_data, tmp_path):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_same_kernels_with_scopes_on_and_off():
     """Scopes only annotate: the GPU runs the same sequence of kernels with them on and off."""
-    w = [t.cuda() for t in tiny_weights()]
+    w = [t.cuda() for t in random_weights()]
     z = torch.randn(1, 8, 3, *spec.TINY.latent_hw, device="cuda")
 
     def kernels():

@@ -171,7 +171,6 @@ class _Rank:
             self.send(type="error", status="load error", rank=self.rank, error=_short(e), trace=traceback.format_exc())
             return False
         weights = spec.load_weights(self.device, self.geometry)
-        self.weights_given = weights
         t0 = time.perf_counter()
         if solution.prepare is not None:
             try:
@@ -951,7 +950,7 @@ def environment(args, runner, solutions, geometry):
     return env
 
 
-def _build(path, timeout):
+def build_in_child(path, timeout):
     """Build a solution's extension in a child process (a hanging compiler cannot hang the harness); returns None
     or the failure in a few lines: what failed and the compiler's first error."""
     code = (f"import sys, json; sys.path.insert(0, {ROOT!r}); import loader\n"
@@ -972,7 +971,7 @@ def _build(path, timeout):
     return (lines[0][:500] + (f" ... {first_error[:500]}" if first_error else "")) if lines else "build failed"
 
 
-def _detect_gpus():
+def detect_gpus():
     """Visible CUDA GPUs, without starting CUDA in this process (NVML, else nvidia-smi)."""
     if os.environ.get("CUDA_VISIBLE_DEVICES", None) == "":
         return 0, None
@@ -1018,7 +1017,7 @@ def main(argv=None):
     torchrun = "RANK" in os.environ and "WAN_BENCH_RESULT_FD" not in os.environ
     rank0 = not torchrun or os.environ["RANK"] == "0"
     console = Console(width=None if sys.stdout.isatty() else 160, quiet=not rank0)
-    gpus, gpu_name = (0, None) if args.tiny else _detect_gpus()
+    gpus, gpu_name = (0, None) if args.tiny else detect_gpus()
     cpu = args.tiny or gpus == 0
     if cpu and not args.tiny:
         console.print("[yellow]No CUDA GPU is visible: running the TINY geometry on the CPU (gloo). Its times say "
@@ -1060,7 +1059,7 @@ def main(argv=None):
         sol = {"name": d.name, "path": d.path, "hash": d.content_hash, "build_error": None}
         if d.manifest.get("sources") and rank0:
             console.print(f"building {d.name} ...")
-            sol["build_error"] = _build(d.path, timeout=1200)
+            sol["build_error"] = build_in_child(d.path, timeout=1200)
             if sol["build_error"]:
                 console.print(f"[red]{d.name}: build error: {sol['build_error']}[/]")
         if sol["name"] in {s["name"] for s in solutions}:
@@ -1120,6 +1119,7 @@ def main(argv=None):
                                      "reason": f"needs {spec.WORKLOADS[w]['world']} GPUs, {gpus} visible"}
     report = _report(console, solutions, results, geometry, cpu)
     report["environment"] = environment(args, runner, solutions, geometry)
+    report["statuses"] = STATUSES
     report["method"] = {"warmup": args.warmup, "min_reps": args.min_reps, "max_reps": args.max_reps,
                         "time_cap_s": args.time_cap, "stop": "se(median) <= 0.5% of the median"}
     if args.json:

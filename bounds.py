@@ -267,7 +267,7 @@ def main(argv=None):
     gpu = args.gpu
     if gpu is None:
         import bench
-        gpu = gpu_key(bench._detect_gpus()[1]) or "H200"
+        gpu = gpu_key(bench.detect_gpus()[1]) or "H200"
     gpu = gpu_key(gpu) or gpu
     if gpu not in GPUS:
         console.print(f"[red]unknown GPU {args.gpu}; known: {', '.join(GPUS)}[/]")

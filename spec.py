@@ -280,8 +280,12 @@ def calibration(clip, geometry=FULL):
 def allowance(clip, geometry=FULL):
     """{"max_abs", "rms"}: how far a solution's video may be from the fp32 decode of the clip (see Correctness)."""
     entry = calibration(clip, geometry)
-    return {"max_abs": min(MAX_ABS_CAP, ERROR_FACTOR * entry["bf16_max_abs"]),
-            "rms": ERROR_FACTOR * entry["bf16_rms"]}
+    return allowance_from(entry["bf16_max_abs"], entry["bf16_rms"])
+
+
+def allowance_from(bf16_max_abs, bf16_rms):
+    """The allowance given the release bf16 decode's max-abs and rms error against the fp32 decode."""
+    return {"max_abs": min(MAX_ABS_CAP, ERROR_FACTOR * bf16_max_abs), "rms": ERROR_FACTOR * bf16_rms}
 
 
 def conv_level(name, t):

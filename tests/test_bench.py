@@ -22,7 +22,8 @@ def bench(env, *args, timeout=600):
 
 def leftover_workers():
     out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if "bench.py --worker" in line]
+    mine = os.path.join(ROOT, "bench.py") + " --worker"   # this checkout's workers, not another run's
+    return [line for line in out.splitlines() if mine in line]
 
 
 @pytest.mark.parametrize("solution, workload, status, reason", [

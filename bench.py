@@ -315,7 +315,9 @@ def scope_table(prof, cpu):
     rows, first = {}, {}
     for e in prof.key_averages():
         if e.key.startswith(SCOPE_ROOTS):
-            total = e.cpu_time_total if cpu else getattr(e, "device_time_total", e.cuda_time_total)
+            # torch >= 2.4 names it device_time_total; older versions cuda_time_total
+            total = e.cpu_time_total if cpu else (e.device_time_total if hasattr(e, "device_time_total")
+                                                  else e.cuda_time_total)
             rows[e.key] = total / 1e6
     for e in prof.events():
         if e.name in rows and e.name not in first:

@@ -94,3 +94,33 @@ def test_work_on_another_gpu_is_inside_the_timed_window(tmp_path):
     print(f"\nf121x1: reference {ref['median_s']:.4f} s, on another GPU {other['median_s']} s ({other['status']})")
     assert other["passed"], other["reason"]
     assert other["median_s"] >= 0.9 * ref["median_s"]
+
+
+# ----- the baseline on the GPU -------------------------------------------------------------------------------------
+
+@cuda
+def test_baseline_bf16_on_the_gpu_is_as_close_as_the_release_decode():
+    """Full geometry, T = 3: the baseline's bf16 decode (cuDNN channels-last, compiled Triton kernels, phase
+    resamples) against the fp32 reference, beside the release bf16 decode's error on the same latents."""
+    import os
+    import loader
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    m = loader.load(os.path.join(root, "solutions", "baseline")).module
+    w = random_weights(spec.FULL, seed=4, device="cuda")
+    z = torch.randn(1, 48, 3, 44, 78, device="cuda", generator=torch.Generator("cuda").manual_seed(5))
+    ref = reference.decode_fp32(z, w)
+    release = reference.decode_bf16(z, w).float()
+    prepared = m.prepare([t.to(torch.bfloat16) for t in w], 0, 1, None)
+    out = torch.full(ref.shape, float("nan"), device="cuda", dtype=torch.bfloat16)
+    m.run(z.to(torch.bfloat16), prepared, 0, 1, None, out)
+    ours = out.float()
+
+    def rms(d):
+        return d.pow(2).mean().sqrt().item()
+
+    e_ours, e_rel = rms(ours - ref), rms(release - ref)
+    m_ours, m_rel = (ours - ref).abs().max().item(), (release - ref).abs().max().item()
+    print(f"\nbaseline vs fp32: rms {e_ours:.3e}, max {m_ours:.3e}; release bf16 vs fp32: rms {e_rel:.3e}, "
+          f"max {m_rel:.3e}")
+    assert torch.isfinite(ours).all()
+    assert e_ours <= 1.5 * e_rel and m_ours <= 2 * m_rel

@@ -1,4 +1,5 @@
-"""solutions/baseline: the same decode as the reference with several latent frames per decoder pass."""
+"""solutions/baseline: the same decode as the reference, computed another way (channels-last conv buffers, phase
+resamples, fused kernels; bands of rows on several ranks). On the CPU its kernels run as their PyTorch twins."""
 import os
 
 import pytest
@@ -16,17 +17,47 @@ def baseline():
     return loader.load(os.path.join(ROOT, "solutions", "baseline")).module
 
 
-def test_chunked_decode_equals_the_reference_in_fp32():
-    """Mathematically equal: in fp32 the multi-frame chunks differ from the one-frame decode by rounding only."""
+@pytest.mark.parametrize("chunk", [1, 3])
+def test_decode_equals_the_reference_in_fp32(monkeypatch, chunk):
+    """Mathematically equal: in fp32 the baseline differs from the reference by rounding only, with one latent
+    frame per pass (the default) and with several (a full chunk, a partial last one)."""
     m = baseline()
+    monkeypatch.setattr(m, "CHUNK", chunk)
     w = random_weights()
-    for t in (1, 2, 6, 7):   # T = 1; one chunk short of CHUNK; a full chunk plus one; a partial last chunk
+    for t in (1, 2, 5, 6):   # T = 1; T = 2; with chunk 3: one full chunk plus one frame; a partial last chunk
         z = torch.randn(1, 8, t, *spec.TINY.latent_hw, generator=torch.Generator().manual_seed(t))
         out = torch.full((1, 3, spec.frames(t), *spec.TINY.video_hw), float("nan"))
         m.run(z, w, 0, 1, None, out)
         ref = reference.decode(z, w)
         assert torch.isfinite(out).all()
         assert (out - ref).abs().max().item() < 1e-4, t
+
+
+def test_phase_weights_equal_upsample_then_conv():
+    """The four 2x2 phase convs (prepare's weights) against F.interpolate + the 3x3 conv, in fp64."""
+    import torch.nn.functional as F
+    m = baseline()
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(2, 6, 5, 7, generator=g, dtype=torch.float64)
+    w = torch.randn(4, 6, 3, 3, generator=g, dtype=torch.float64)
+    want = F.conv2d(F.interpolate(x, scale_factor=2.0, mode="nearest"), w, padding=1)
+    p = F.conv2d(x, m.phase_weights(w), padding=1)                     # (2, 16, 6, 8)
+    got = torch.empty_like(want)
+    for i in (0, 1):
+        for j in (0, 1):
+            k = 2 * i + j
+            got[:, :, i::2, j::2] = p[:, 4 * k:4 * k + 4, i:i + 5, j:j + 7]
+    assert (got - want).abs().max().item() < 1e-12
+
+
+def test_old_cudnn_falls_back_with_a_warning(monkeypatch):
+    m = baseline()
+    monkeypatch.setattr(torch.backends.cudnn, "is_available", lambda: True)
+    monkeypatch.setattr(torch.backends.cudnn, "version", lambda: 90100)
+    with pytest.warns(UserWarning, match="older than 91500"):
+        assert m.cudnn_ok() is False
+    monkeypatch.setattr(torch.backends.cudnn, "version", lambda: 91900)
+    assert m.cudnn_ok() is True
 
 
 def test_bf16_within_the_release_decodes_error():

@@ -86,3 +86,66 @@ def test_same_kernels_with_scopes_on_and_off():
         reference.set_scopes(False)
     print(f"\n{len(off)} kernels with scopes off, {len(on)} on")
     assert off == on and torch.equal(a, b)
+
+
+def _x(cat, name, ts, dur, pid=0):
+    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": pid}
+
+
+def test_scope_table_of_a_gpu_trace():
+    """GPU work goes to the innermost scope whose GPU range holds it; totals add the scopes below; ancestors with no
+    work of their own get rows; work on another device and work outside every range count nowhere."""
+    import bench
+    events = [
+        _x("gpu_user_annotation", "decoder/conv_in", 0, 100),
+        _x("kernel", "conv_a", 10, 30), _x("kernel", "conv_b", 50, 40),
+        _x("gpu_user_annotation", "decoder/mid_block/resnets.0/conv1", 200, 100),
+        _x("kernel", "conv_c", 210, 60), _x("gpu_memcpy", "copy", 280, 10),
+        _x("kernel", "elsewhere", 220, 50, pid=1),           # another device: not this scope's
+        _x("gpu_user_annotation", "decoder/mid_block", 400, 20),
+        _x("kernel", "add", 405, 10),
+        _x("kernel", "outside", 500, 1000),                  # in no scope
+        _x("gpu_user_annotation", "decoder/conv_in", 600, 10),
+        _x("kernel", "conv_d", 601, 5),
+    ]
+    rows = {r["scope"]: r for r in bench.scope_table(events)}
+    assert rows["decoder/conv_in"]["total_s"] == pytest.approx(75e-6)
+    assert rows["decoder/mid_block/resnets.0/conv1"]["total_s"] == pytest.approx(70e-6)
+    assert rows["decoder/mid_block"]["self_s"] == pytest.approx(10e-6)
+    assert rows["decoder/mid_block"]["total_s"] == pytest.approx(80e-6)
+    assert rows["decoder/mid_block/resnets.0"]["self_s"] == 0 and rows["decoder"]["total_s"] == pytest.approx(155e-6)
+    assert [r["scope"] for r in bench.scope_table(events)][:2] == ["decoder", "decoder/conv_in"]
+
+
+def test_scope_table_of_a_cpu_trace_and_the_overlap():
+    import bench
+    cpu = [_x("user_annotation", "decoder", 0, 100), _x("user_annotation", "decoder/conv_in", 10, 30),
+           _x("user_annotation", "decoder/conv_in", 50, 20), _x("cpu_op", "aten::conv3d", 10, 30)]
+    rows = {r["scope"]: r for r in bench.scope_table(cpu)}
+    assert rows["decoder"]["total_s"] == pytest.approx(100e-6) and rows["decoder"]["self_s"] == pytest.approx(50e-6)
+    assert rows["decoder/conv_in"]["total_s"] == pytest.approx(50e-6)
+    gpu = [_x("kernel", "ncclDevKernel_SendRecv", 0, 100), _x("kernel", "conv", 50, 100),
+           _x("kernel", "conv", 60, 10), _x("kernel", "ncclDevKernel_AllGather", 300, 40)]
+    o = bench.overlap(gpu)
+    assert o["communication_s"] == pytest.approx(140e-6)
+    assert o["hidden_s"] == pytest.approx(50e-6) and o["exposed_s"] == pytest.approx(90e-6)
+    assert bench.trace_span(gpu) == pytest.approx(340e-6)
+
+
+def test_bench_scopes_reads_saved_traces(tmp_path):
+    import gzip
+    import json
+    import subprocess
+    import sys
+    path = tmp_path / "t-rank0.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump({"traceEvents": [_x("gpu_user_annotation", "decoder/conv_out", 0, 50),
+                                   _x("kernel", "conv", 5, 20)]}, f)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    p = subprocess.run([sys.executable, os.path.join(root, "bench.py"), "--scopes", str(path)], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "conv_out" in p.stdout and "0.0000" in p.stdout
+    bad = subprocess.run([sys.executable, os.path.join(root, "bench.py"), "--scopes", str(tmp_path / "none.json")],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "none.json" in bad.stderr

@@ -57,7 +57,7 @@ def phase_weights(w):
     2x+j) at block 2i+j. Rows of the upsampled input seen by row 2y+i are y-1, y (i = 0: taps w0, w1+w2) or y, y+1
     (i = 1: w0+w1, w2); the same for columns. A 2x2 conv with padding 1 over the H x W input then gives phase (i, j)
     at (y+i, x+j)."""
-    w32 = w.float()
+    w32 = w.float() if w.dtype in (torch.bfloat16, torch.float16) else w   # summed in fp32 at least
 
     def taps(a, i, dim):
         a0, a1, a2 = a.unbind(dim)

@@ -27,20 +27,50 @@ def test_scopes_are_off_by_default_and_free():
     assert reference.scope("decoder/conv_in") is reference.scope("anything")   # one shared null context
 
 
-def test_outputs_bit_identical_with_scopes_on_and_off():
+def _baseline_decode(z, w):
+    import loader
+    m = loader.load(os.path.join(ROOT, "solutions", "baseline")).module
+    out = torch.empty(1, 3, spec.frames(z.shape[2]), *spec.TINY.video_hw, device=z.device)
+    m.run(z, w, 0, 1, None, out)
+    return out
+
+
+# The baseline fuses DupUp into its resample's shuffle kernel: no avg_shortcut scope of its own.
+DECODES = {"reference": (reference.decode_fp32, SCOPES),
+           "baseline": (_baseline_decode, [s for s in SCOPES if not s.endswith("avg_shortcut")])}
+
+
+@pytest.mark.parametrize("solution", sorted(DECODES))
+def test_outputs_bit_identical_with_scopes_on_and_off(solution):
+    decode, scopes = DECODES[solution]
     w = random_weights()
     z = torch.randn(1, 8, 3, *spec.TINY.latent_hw, generator=torch.Generator().manual_seed(1))
-    off = reference.decode_fp32(z, w)
+    off = decode(z, w)
     reference.set_scopes(True)
     try:
         with torch.profiler.profile() as prof:
-            on = reference.decode_fp32(z, w)
+            on = decode(z, w)
     finally:
         reference.set_scopes(False)
     assert torch.equal(on, off)
     names = {e.key for e in prof.key_averages()}
-    missing = [s for s in SCOPES if s not in names]
+    missing = [s for s in scopes if s not in names]
     assert not missing, missing
+
+
+def test_bench_profile_of_the_band_split_names_the_communication(tiny_data, tmp_path):
+    """On several ranks the baseline's traces carry halo_exchange and gather, and the table has them."""
+    p = subprocess.run([sys.executable, "bench.py", "solutions/baseline", "--tiny", "--workloads", "f5x4",
+                        "--profile", str(tmp_path / "prof")], cwd=ROOT, env=tiny_data, capture_output=True,
+                       text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    for r in range(4):
+        trace = json.loads((tmp_path / "prof" / f"baseline-f5x4-rank{r}.json").read_text())
+        names = {e.get("name") for e in trace["traceEvents"]}
+        assert {"halo_exchange", "gather", "decoder/up_blocks.1/upsampler/resample"} <= names, r
+    table = json.loads((tmp_path / "prof" / "baseline-f5x4-scopes.json").read_text())
+    rows = {row["scope"]: row for row in table["ranks"][1]["scopes"]}
+    assert rows["halo_exchange"]["total_s"] > 0 and rows["gather"]["total_s"] > 0
 
 
 def test_bench_profile_writes_a_trace_with_the_scope_names(tiny_data, tmp_path):
@@ -63,16 +93,25 @@ def test_bench_profile_writes_a_trace_with_the_scope_names(tiny_data, tmp_path):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_same_kernels_with_scopes_on_and_off():
+@pytest.mark.parametrize("solution", ["reference", "baseline"])
+def test_same_kernels_with_scopes_on_and_off(solution):
     """Scopes only annotate: the GPU runs the same sequence of kernels with them on and off."""
     w = [t.cuda() for t in random_weights()]
     z = torch.randn(1, 8, 3, *spec.TINY.latent_hw, device="cuda")
+    if solution == "reference":
+        decode = reference.decode_bf16
+    else:
+        w = [t.to(torch.bfloat16) for t in w]
+        z = z.to(torch.bfloat16)
+
+        def decode(z, w):
+            return _baseline_decode(z, w)
 
     def kernels():
-        reference.decode_bf16(z, w)   # warm-up: cuDNN and allocator choices settle
+        decode(z, w)   # warm-up: cuDNN and allocator choices settle
         torch.cuda.synchronize()
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-            out = reference.decode_bf16(z, w)
+            out = decode(z, w)
             torch.cuda.synchronize()
         seq = [e.name for e in sorted(prof.events(), key=lambda e: e.time_range.start)
                if str(e.device_type).endswith("CUDA")]

@@ -181,6 +181,10 @@ class Decoder:
     # blocks ------------------------------------------------------------------------------------------------------
 
     def resnet(self, act, name):
+        with scope(reference._path(name)):
+            return self._resnet(act, name)
+
+    def _resnet(self, act, name):
         W, path = self.W, reference._path(name)
         x = act.x
         cout = W[f"{name}.conv1.weight"].shape[0]
@@ -204,6 +208,10 @@ class Decoder:
         return Act(y, W[f"{name}.conv2.bias"], h)
 
     def attention(self, act, name):
+        with scope(reference._path(name)):
+            return self._attention(act, name)
+
+    def _attention(self, act, name):
         W, path = self.W, reference._path(name)
         x = materialize(act)
         b, c, n, h, w = x.shape
@@ -328,7 +336,8 @@ def run(z, weights, rank, world, pg, out):
         dec = Decoder(W, g, band)
         done = 0
         for start, stop in chunks(t):
-            y = dec(x[:, :, start:stop], start == 0)
+            with scope("decoder"):
+                y = dec(x[:, :, start:stop], start == 0)
             b, _, n, hh, ww = y.shape
             with scope("unpatchify"):
                 if band is None:

@@ -111,9 +111,6 @@ class Act:
     def pending(self):
         return self.bias is not None or self.res is not None
 
-    def shape(self):
-        return self.x.shape
-
 
 def materialize(act, into=None):
     """The value as a tensor (in place into act.x, or into `into`)."""
@@ -167,14 +164,22 @@ class Decoder:
         return buf, buf[:, :, CACHE_T:, p:p + h]
 
     def conv(self, key, buf, weight, bias=None):
-        """The causal conv over a filled buffer; keeps its last CACHE_T frames as the next chunk's cache."""
-        kh, kw = weight.shape[3:]
-        if self.band is not None and kh > 1:
+        """The causal conv over a filled buffer, after keep()."""
+        self.keep(key, buf, spatial=weight.shape[3] > 1)
+        return self.convolve(buf, weight, bias)
+
+    def keep(self, key, buf, spatial):
+        """Fill a filled buffer's halo rows (spatial convs on bands) and keep its last CACHE_T frames as the next
+        chunk's cache."""
+        if self.band is not None and spatial:
             with scope("halo_exchange"):
                 self.band.fill_halo(buf[:, :, CACHE_T:])
         cache = torch.empty_like(buf[:, :, -CACHE_T:], memory_format=CL3)
         cache.copy_(buf[:, :, -CACHE_T:])
         self.caches[key] = cache
+
+    def convolve(self, buf, weight, bias=None):
+        kh, kw = weight.shape[3:]
         rows = 0 if self.band is not None else kh // 2
         return cl(F.conv3d(buf, weight, bias, padding=(0, rows, kw // 2)))
 
@@ -237,7 +242,7 @@ class Decoder:
         return Act(frames5d(o, b), res=x)
 
     def upsampler(self, act, x_in, i, first):
-        cin, cout, temporal, _ = self.g.up_blocks[i]
+        _, cout, temporal, _ = self.g.up_blocks[i]
         W, name = self.W, f"decoder.up_blocks.{i}.upsampler"
         path = reference._path(name)
         ft = 2 if temporal else 1
@@ -247,7 +252,8 @@ class Decoder:
             with scope(f"{path}/time_conv"):
                 buf, inner = self.buffer(key, act.x, c, halo=False)
                 materialize(act, into=inner)
-                srcs = [(self.conv(key, buf, W[f"{key}.weight{k}"], W[f"{key}.bias{k}"]), k) for k in (0, 1)]
+                self.keep(key, buf, spatial=False)
+                srcs = [(self.convolve(buf, W[f"{key}.weight{k}"], W[f"{key}.bias{k}"]), k) for k in (0, 1)]
                 del buf, inner
             step = 2
         else:

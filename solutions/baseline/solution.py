@@ -31,8 +31,10 @@ from reference import CACHE_T, scope
 from . import bands
 from . import kernels
 
-# Latent frames per decoder pass after the first. More would speed the 44 x 78 convs (658 -> 737 TFLOP/s for 4
-# frames, 3% of the FLOPs) but grows every level's activations; with 1 the peak at f481 is 9.4 GiB.
+# Latent frames per decoder pass after the first, per GPU of the world. On one GPU more would speed the 44 x 78 convs
+# (658 -> 737 TFLOP/s for 4 frames, 3% of the FLOPs) but grows every level's activations; with 1 the peak at f481
+# is 9.4 GiB. On `world` ranks a rank holds 1/world of each frame, so a pass of CHUNK * world frames keeps its
+# activations that size while launching 1/world as many kernels and halo exchanges per frame.
 CHUNK = 1
 CL3 = torch.channels_last_3d
 CL2 = torch.channels_last
@@ -307,8 +309,10 @@ class Decoder:
             return self.conv("decoder.conv_out", buf, W["decoder.conv_out.weight"])
 
 
-def chunks(t):
-    return [(0, 1)] + [(s, min(s + CHUNK, t)) for s in range(1, t, CHUNK)]
+def chunks(t, world=1):
+    """The passes over t latent frames: the first frame alone, then CHUNK * world at a time."""
+    n = CHUNK * world
+    return [(0, 1)] + [(s, min(s + n, t)) for s in range(1, t, n)]
 
 
 def _named(weights, z):
@@ -341,7 +345,7 @@ def run(z, weights, rank, world, pg, out):
                             W["post_quant_conv.bias"]))
         dec = Decoder(W, g, band)
         done = 0
-        for start, stop in chunks(t):
+        for start, stop in chunks(t, world):
             with scope("decoder"):
                 y = dec(x[:, :, start:stop], start == 0)
             b, _, n, hh, ww = y.shape

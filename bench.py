@@ -1015,8 +1015,13 @@ def environment(args, runner, solutions, geometry):
     try:
         env["commit"] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                                        timeout=10).stdout.strip() or None
+        # Tracked files that differ from that commit: the commit alone does not name what ran (the solutions'
+        # content hashes do).
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                                capture_output=True, text=True, timeout=10).stdout
+        env["changed_since_commit"] = [line[3:] for line in status.splitlines()] if env["commit"] else None
     except (OSError, subprocess.TimeoutExpired):
-        env["commit"] = None
+        env["commit"] = env["changed_since_commit"] = None
     manifest = os.path.join(spec.data_dir(geometry), spec.MANIFEST_FILE)
     if os.path.exists(manifest):
         with open(manifest, "rb") as f:

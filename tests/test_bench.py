@@ -62,6 +62,12 @@ def test_reference_passes_short_workloads_and_checks_every_call(tiny_data, tmp_p
         assert all(c["figures"] for c in rec["calls"])
     assert report["objective_s"] is None and not report["objective_complete"]
     assert "tiny geometry on the CPU" in p.stdout
+    env = report["environment"]
+    git = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    if git.returncode == 0:   # what ran is named: the commit, and the tracked files changed since
+        changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                                 capture_output=True, text=True).stdout.splitlines()
+        assert env["commit"] == git.stdout.strip() and env["changed_since_commit"] == [c[3:] for c in changed]
 
 
 @pytest.mark.slow

@@ -198,14 +198,14 @@ class Decoder:
         with scope(f"{path}/norm1"):
             buf, inner = self.buffer(f"{name}.conv1", x, x.shape[1])
             kernels.rows(x, inner, W[f"{name}.norm1.gamma"], act.bias, act.res, write_sum=act.pending)
-        if f"{name}.conv_shortcut.weight" in W:
+        with scope(f"{path}/conv1"):
+            y = self.conv(f"{name}.conv1", buf, W[f"{name}.conv1.weight"])
+        del buf, inner
+        if f"{name}.conv_shortcut.weight" in W:   # after conv1, whose input buffer is then freed: a lower peak
             with scope(f"{path}/conv_shortcut"):
                 h = cl(F.conv3d(x, W[f"{name}.conv_shortcut.weight"], W[f"{name}.conv_shortcut.bias"]))
         else:
             h = x
-        with scope(f"{path}/conv1"):
-            y = self.conv(f"{name}.conv1", buf, W[f"{name}.conv1.weight"])
-        del buf, inner
         with scope(f"{path}/norm2"):
             buf, inner = self.buffer(f"{name}.conv2", y, cout)
             kernels.rows(y, inner, W[f"{name}.norm2.gamma"], W[f"{name}.conv1.bias"])
@@ -293,8 +293,8 @@ class Decoder:
             act = self.resnet(act, "decoder.mid_block.resnets.1")
         for i, (_, _, _, spatial) in enumerate(g.up_blocks):
             with scope(f"decoder/up_blocks.{i}"):
-                x_in = materialize(act)
-                act = Act(x_in)
+                act = Act(materialize(act))
+                x_in = act.x if spatial else None      # the upsampler's shortcut; else freed after resnets.0
                 for j in range(spec.RESNETS_PER_UP_BLOCK):
                     act = self.resnet(act, f"decoder.up_blocks.{i}.resnets.{j}")
                 if spatial:

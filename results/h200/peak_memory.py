@@ -20,32 +20,18 @@ import sys
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, ROOT)
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 import loader     # noqa: E402
+from helpers import random_weights  # noqa: E402
 import reference  # noqa: E402
 import spec       # noqa: E402
 
 INTERNAL = ("twin", "aten::slow_conv3d_forward", "aten::_slow_conv2d_forward", "aten::mkldnn_convolution")
 
 
-def random_weights(geometry, device, dtype):
-    gen = torch.Generator(device=device).manual_seed(0)
-    out = []
-    for name, shape in spec.weight_list(geometry):
-        w = torch.randn(shape, generator=gen, device=device)
-        if name.endswith("gamma"):
-            w = 1 + 0.1 * w
-        elif name.endswith("bias"):
-            w = 0.02 * w
-        else:
-            w = w / torch.Size(shape[1:]).numel() ** 0.5
-        out.append(w.to(dtype))
-    return out
-
-
 def gpu(sol, t):
     dev = torch.device("cuda")
-    weights = sol.prepare(random_weights(spec.FULL, dev, torch.bfloat16), 0, 1, None)
+    weights = sol.prepare([w.to(torch.bfloat16) for w in random_weights(spec.FULL, device=dev)], 0, 1, None)
     z = torch.randn(1, spec.LATENT_CHANNELS, 121, *spec.LATENT_HW, device=dev).to(torch.bfloat16)
     out = torch.empty(spec.output_shape("f481x1"), dtype=torch.bfloat16, device=dev)
     peaks = []
@@ -66,7 +52,7 @@ def cpu(sol, t):
                 return _f(*a, **k)
         setattr(kernels, name, twin)
     g = spec.Geometry("custom", 8, spec.FULL.latent_hw, 16)
-    weights = sol.prepare(random_weights(g, "cpu", torch.float32), 0, 1, None)
+    weights = sol.prepare(random_weights(g), 0, 1, None)
     z = torch.randn(1, 8, t, *g.latent_hw)
     out = torch.empty(1, 3, spec.frames(t), *g.video_hw)
     reference.set_scopes(True)

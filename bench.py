@@ -30,6 +30,10 @@ rms(d) against the fp32 reference within spec.allowance; PSNR shown.
 Also after every call: no thread or child process the call started is still running, and none of the functions the
 harness relies on (timers, synchronisation, collectives, comparisons) was replaced.
 
+Memory: each rank's torch.cuda.max_memory_allocated, reset before every call. A workload's peak is the largest
+over its calls, warm-up included: a first call that makes cuDNN try its algorithms (benchmark mode) may peak
+higher than the timed ones. Every call's own peaks are in the JSON.
+
 Profiling (--profile DIR): after a workload's calls, one more call (checked, not counted) per rank runs under
 torch.profiler with reference's named scopes on; each rank writes a Chrome trace and the per-scope table is printed.
 

@@ -31,10 +31,11 @@ from reference import CACHE_T, scope
 from . import bands
 from . import kernels
 
-# Latent frames per decoder pass after the first, per GPU of the world. On one GPU more would speed the 44 x 78 convs
-# (658 -> 737 TFLOP/s for 4 frames, 3% of the FLOPs) but grows every level's activations; with 1 a timed f481 call
-# peaked at 9.43 GiB (docs/perf-notes.md). On `world` ranks a rank holds 1/world of each frame, so a pass of CHUNK * world frames keeps its
-# activations that size while launching 1/world as many kernels and halo exchanges per frame.
+# Latent frames per decoder pass after the first, per GPU of the world. On one GPU more would speed the 44 x 78
+# convs (658 -> 737 TFLOP/s for 4 frames, 3% of the FLOPs) but grows every level's activations; with 1 a timed f481
+# call peaked at 9.43 GiB (docs/perf-notes.md). On `world` ranks a rank holds 1/world of each frame, so a pass of
+# CHUNK * world frames keeps its activations that size while launching 1/world as many kernels and halo exchanges
+# per frame.
 CHUNK = 1
 CL3 = torch.channels_last_3d
 CL2 = torch.channels_last

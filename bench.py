@@ -317,6 +317,11 @@ SCOPE_ROOTS = ("decoder", "post_quant_conv", "unpatchify", "halo_exchange", "gat
 GPU_WORK = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
+def gpu_work(events):
+    """A trace's kernels, copies and memsets (complete events)."""
+    return [e for e in events if e.get("cat") in GPU_WORK and e.get("ph") == "X"]
+
+
 def read_trace(path):
     """The events of a Chrome trace that torch.profiler exported (plain or gzipped JSON)."""
     import gzip
@@ -335,7 +340,7 @@ def scope_table(events):
     hierarchy (a scope with no work of its own still gets a row). Without GPU work the total is the CPU time of its
     ranges (`user_annotation`) and self time is the total less that of the scopes directly inside it."""
     import bisect
-    work = sorted((e for e in events if e.get("cat") in GPU_WORK and e.get("ph") == "X"), key=lambda e: e["ts"])
+    work = sorted(gpu_work(events), key=lambda e: e["ts"])
     gpu = bool(work)
     by_pid = {}
     for e in work:
@@ -379,7 +384,7 @@ def scope_table(events):
 
 def trace_span(events):
     """Seconds from the first to the last GPU work of a trace (without GPU work: of its named scopes)."""
-    work = [e for e in events if e.get("cat") in GPU_WORK and e.get("ph") == "X"]
+    work = gpu_work(events)
     if not work:
         work = [e for e in events if e.get("cat") == "user_annotation" and e.get("ph") == "X"
                 and str(e.get("name", "")).startswith(SCOPE_ROOTS)]
@@ -402,7 +407,7 @@ def scopes_main(paths):
         except (OSError, ValueError, KeyError) as e:
             print(f"cannot read trace {path}: {e}", file=sys.stderr)
             return 2
-        gpu = any(e.get("cat") in GPU_WORK for e in events)
+        gpu = bool(gpu_work(events))
         ranks.append({"rank": i, "trace": path, "call_s": trace_span(events) or 1.0, "scopes": scope_table(events),
                       "communication": overlap(events) if gpu else None})
     prof = {"time_s": ranks[0]["call_s"], "ranks": ranks}
@@ -414,9 +419,8 @@ def overlap(events):
     """{"communication_s", "hidden_s", "exposed_s"} of a trace: GPU time covered by NCCL kernels, the part of it
     covered by other GPU work at the same time, and the part with nothing beside it."""
     comm, comp = [], []
-    for e in events:
-        if e.get("cat") in GPU_WORK and e.get("ph") == "X":
-            (comm if "nccl" in str(e.get("name", "")).lower() else comp).append((e["ts"], e["ts"] + e["dur"]))
+    for e in gpu_work(events):
+        (comm if "nccl" in str(e.get("name", "")).lower() else comp).append((e["ts"], e["ts"] + e["dur"]))
 
     def union(iv):
         out = []

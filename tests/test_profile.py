@@ -103,9 +103,7 @@ def test_same_kernels_with_scopes_on_and_off(solution):
     else:
         w = [t.to(torch.bfloat16) for t in w]
         z = z.to(torch.bfloat16)
-
-        def decode(z, w):
-            return _baseline_decode(z, w)
+        decode = _baseline_decode
 
     def kernels():
         decode(z, w)   # warm-up: cuDNN and allocator choices settle
@@ -173,18 +171,14 @@ def test_scope_table_of_a_cpu_trace_and_the_overlap():
 
 def test_bench_scopes_reads_saved_traces(tmp_path):
     import gzip
-    import json
-    import subprocess
-    import sys
     path = tmp_path / "t-rank0.json.gz"
     with gzip.open(path, "wt") as f:
         json.dump({"traceEvents": [_x("gpu_user_annotation", "decoder/conv_out", 0, 50),
                                    _x("kernel", "conv", 5, 20)]}, f)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    p = subprocess.run([sys.executable, os.path.join(root, "bench.py"), "--scopes", str(path)], capture_output=True,
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "bench.py"), "--scopes", str(path)], capture_output=True,
                        text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert "conv_out" in p.stdout and "0.0000" in p.stdout
-    bad = subprocess.run([sys.executable, os.path.join(root, "bench.py"), "--scopes", str(tmp_path / "none.json")],
+    bad = subprocess.run([sys.executable, os.path.join(ROOT, "bench.py"), "--scopes", str(tmp_path / "none.json")],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "none.json" in bad.stderr

@@ -179,3 +179,37 @@ def test_band_split_over_nccl_has_no_seams():
     finite, everywhere, at_seams, inside = result.get(timeout=5)
     print(f"\nworld 2 vs world 1, bf16: max|d| {everywhere:.3e}, at the seams {at_seams:.3e}, elsewhere {inside:.3e}")
     assert finite and everywhere <= 0.0625 and at_seams <= max(2 * inside, 1 / 64)
+
+
+def _first_call_worker(result):
+    import os
+    import loader
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    m = loader.load(os.path.join(root, "solutions", "baseline")).module
+    w = m.prepare([t.to(torch.bfloat16) for t in random_weights(spec.FULL, seed=8, device="cuda")], 0, 1, None)
+    z = torch.randn(1, 48, 3, 44, 78, device="cuda").to(torch.bfloat16)
+    out = torch.empty(1, 3, spec.frames(3), *spec.FULL.video_hw, device="cuda", dtype=torch.bfloat16)
+    peaks = []
+    for _ in range(2):
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        m.run(z, w, 0, 1, None, out)
+        torch.cuda.synchronize()
+        peaks.append(torch.cuda.max_memory_allocated())
+    result.put(peaks)
+
+
+@cuda
+def test_baseline_first_call_needs_no_more_memory_than_the_next():
+    """In a fresh process (cuDNN's algorithm cache is per process): prepare() has run cuDNN's algorithm search, so
+    the first call's peak is the steady one; searching in the call itself added about a GiB at the full geometry."""
+    import torch.multiprocessing as mp
+    ctx = mp.get_context("spawn")
+    result = ctx.Queue()
+    p = ctx.Process(target=_first_call_worker, args=(result,))
+    p.start()
+    p.join(timeout=600)
+    assert p.exitcode == 0
+    first, second = result.get(timeout=5)
+    print(f"\nbaseline peak: first call {first / 2 ** 30:.2f} GiB, second {second / 2 ** 30:.2f} GiB")
+    assert first <= second + 2 ** 26

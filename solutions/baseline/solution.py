@@ -79,6 +79,14 @@ def _layout(t):
 
 
 def prepare(weights, rank, world, pg):
+    """laid_out(weights); on a GPU, then tune()."""
+    out = laid_out(weights)
+    if out[0].is_cuda and cudnn_ok():
+        tune(out, spec.geometry_of(weights), rank, world, pg)
+    return out
+
+
+def laid_out(weights):
     """The weights channels-last, then extra_names' tensors."""
     g = spec.geometry_of(weights)
     spec.check_weights(weights, g)
@@ -92,6 +100,17 @@ def prepare(weights, rank, world, pg):
             w, b = W[f"{u}.time_conv.weight"], W[f"{u}.time_conv.bias"]
             out += [_layout(w[:cout]), _layout(w[cout:]), b[:cout].contiguous(), b[cout:].contiguous()]
     return out
+
+
+def tune(weights, g, rank, world, pg):
+    """Decode zeros of the first frame and two passes, so that cuDNN's algorithm search runs here, while no call's
+    latents and `out` are resident. The search tries candidate algorithms with workspaces of up to a GiB; in a
+    first call it raised f481x1's peak from 8.98 to 10.04 GiB (docs/perf-notes.md)."""
+    t = 1 + 2 * CHUNK * world
+    dev, dtype = weights[0].device, weights[0].dtype
+    z = torch.zeros(1, g.latent_channels, t, *g.latent_hw, dtype=dtype, device=dev)
+    out = torch.empty((1, 3, spec.frames(t), *g.video_hw) if rank == 0 else (0,), dtype=dtype, device=dev)
+    run(z, weights, rank, world, pg, out)
 
 
 def cudnn_ok():
@@ -317,10 +336,10 @@ def chunks(t, world=1):
 
 
 def _named(weights, z):
-    """{name: tensor} of prepare()'s list (or of a plain weight list, prepared here) and the geometry."""
+    """{name: tensor} of prepare()'s list (or of a plain weight list, laid out here) and the geometry."""
     n = len(spec.WEIGHTS)
     if len(weights) == n:
-        weights = prepare(weights, 0, 1, None)
+        weights = laid_out(weights)
     W, g = reference.named_weights(list(weights[:n]), z)
     names = extra_names(g)
     if len(weights) != n + len(names):

@@ -1,7 +1,17 @@
 """Helpers shared by the tests (importable: pytest puts tests/ on sys.path)."""
+import os
+
 import torch
 
 import spec
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def baseline():
+    """solutions/baseline's module, loaded as the harness loads it."""
+    import loader
+    return loader.load(os.path.join(ROOT, "solutions", "baseline")).module
 
 
 def random_weights(geometry=spec.TINY, seed=0, device="cpu"):

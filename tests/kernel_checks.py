@@ -11,14 +11,10 @@ import torch.nn.functional as F
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-import loader      # noqa: E402
 import reference   # noqa: E402
+from helpers import baseline as _solution, random_weights  # noqa: E402
 
 CL3 = torch.channels_last_3d
-
-
-def _solution():
-    return loader.load(os.path.join(ROOT, "solutions", "baseline")).module
 
 
 def check_rows(k, dev, dt, g):
@@ -96,9 +92,7 @@ def check_head(k, dev, dt, g):
 
 def check_decode():
     """The whole baseline (kernels included) on the tiny geometry against reference.decode, fp32 on the CPU."""
-    sys.path.insert(0, os.path.join(ROOT, "tests"))
     import spec
-    from helpers import random_weights
     w = random_weights()
     # T = 2: the first latent frame alone, then one through the time convs (the interpreter is slow)
     z = torch.randn(1, 8, 2, *spec.TINY.latent_hw, generator=torch.Generator().manual_seed(1))

@@ -7,14 +7,7 @@ import torch
 
 import reference
 import spec
-from helpers import random_weights
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def baseline():
-    import loader
-    return loader.load(os.path.join(ROOT, "solutions", "baseline")).module
+from helpers import ROOT, baseline, random_weights
 
 
 @pytest.mark.parametrize("chunk", [1, 3])

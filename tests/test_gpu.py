@@ -5,7 +5,7 @@ import torch
 
 import reference
 import spec
-from helpers import random_weights
+from helpers import baseline, random_weights
 
 pytestmark = pytest.mark.gpu
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -102,10 +102,7 @@ def test_work_on_another_gpu_is_inside_the_timed_window(tmp_path):
 def test_baseline_bf16_on_the_gpu_is_as_close_as_the_release_decode():
     """Full geometry, T = 3: the baseline's bf16 decode (cuDNN channels-last, compiled Triton kernels, phase
     resamples) against the fp32 reference, beside the release bf16 decode's error on the same latents."""
-    import os
-    import loader
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    m = loader.load(os.path.join(root, "solutions", "baseline")).module
+    m = baseline()
     w = random_weights(spec.FULL, seed=4, device="cuda")
     z = torch.randn(1, 48, 3, 44, 78, device="cuda", generator=torch.Generator("cuda").manual_seed(5))
     ref = reference.decode_fp32(z, w)
@@ -129,13 +126,11 @@ def test_baseline_bf16_on_the_gpu_is_as_close_as_the_release_decode():
 def _nccl_band_worker(rank, world, port, result):
     import os
     import torch.distributed as dist
-    import loader
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), NCCL_NVLS_ENABLE="0")
     torch.cuda.set_device(rank)
     dist.init_process_group("nccl", rank=rank, world_size=world, device_id=torch.device("cuda", rank))
     try:
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        m = loader.load(os.path.join(root, "solutions", "baseline")).module
+        m = baseline()
         w = m.prepare([t.to(torch.bfloat16) for t in random_weights(spec.FULL, seed=6, device="cuda")], rank, world,
                       dist.group.WORLD)
         z = torch.randn(1, 48, 3, 44, 78, device="cuda", generator=torch.Generator("cuda").manual_seed(7))
@@ -182,10 +177,7 @@ def test_band_split_over_nccl_has_no_seams():
 
 
 def _first_call_worker(result):
-    import os
-    import loader
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    m = loader.load(os.path.join(root, "solutions", "baseline")).module
+    m = baseline()
     w = m.prepare([t.to(torch.bfloat16) for t in random_weights(spec.FULL, seed=8, device="cuda")], 0, 1, None)
     z = torch.randn(1, 48, 3, 44, 78, device="cuda").to(torch.bfloat16)
     out = torch.empty(1, 3, spec.frames(3), *spec.FULL.video_hw, device="cuda", dtype=torch.bfloat16)

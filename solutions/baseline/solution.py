@@ -31,11 +31,11 @@ from reference import CACHE_T, scope
 from . import bands
 from . import kernels
 
-# Latent frames per decoder pass after the first, per GPU of the world. On one GPU more would speed the 44 x 78
-# convs (658 -> 737 TFLOP/s for 4 frames, 3% of the FLOPs) but grows every level's activations; with 1 a timed f481
-# call peaked at 9.43 GiB (docs/perf-notes.md). On `world` ranks a rank holds 1/world of each frame, so a pass of
-# CHUNK * world frames keeps its activations that size while launching 1/world as many kernels and halo exchanges
-# per frame.
+# Latent frames per decoder pass after the first, per GPU of the world. More would speed the 44 x 78 convs a little
+# (3% of the FLOPs) but grows every level's activations, and with 1 f481x1 already peaks near the 10 GiB target
+# (docs/perf-notes.md, "Memory"). On `world` ranks a rank holds 1/world of each frame, so a pass of CHUNK * world
+# frames keeps its activations that size while launching 1/world as many kernels and halo exchanges per frame
+# (docs/perf-notes.md, "Frames per pass at world 2").
 CHUNK = 1
 CL3 = torch.channels_last_3d
 CL2 = torch.channels_last
@@ -104,8 +104,8 @@ def laid_out(weights):
 
 def tune(weights, g, rank, world, pg):
     """Decode zeros of the first frame and two passes, so that cuDNN's algorithm search runs here, while no call's
-    latents and `out` are resident. The search tries candidate algorithms with workspaces of up to a GiB; in a
-    first call it raised f481x1's peak from 8.98 to 10.04 GiB (docs/perf-notes.md)."""
+    latents and `out` are resident. The search tries candidate algorithms with workspaces of up to a GiB, which on
+    top of a call's own memory would raise its peak (docs/perf-notes.md, "The tune() memory fix")."""
     t = 1 + 2 * CHUNK * world
     dev, dtype = weights[0].device, weights[0].dtype
     z = torch.zeros(1, g.latent_channels, t, *g.latent_hw, dtype=dtype, device=dev)

@@ -17,35 +17,10 @@ import os
 import sys
 
 import spec
-
-# Dense (no sparsity) bf16 tensor-core rate per GPU and HBM bandwidth, from the vendors' datasheets; where a
-# datasheet gives only the sparse rate, half of it.
-GPUS = {
-    "H100": {"bf16_tflops": 989.4, "hbm_tbps": 3.35,
-             "source": "NVIDIA H100 Tensor Core GPU datasheet, H100 SXM: BF16 1,979 TFLOPS with sparsity, "
-                       "HBM3 3.35 TB/s"},
-    "H200": {"bf16_tflops": 989.4, "hbm_tbps": 4.8,
-             "source": "NVIDIA H200 Tensor Core GPU datasheet, H200 SXM: BF16 1,979 TFLOPS with sparsity, "
-                       "HBM3e 4.8 TB/s"},
-    "B200": {"bf16_tflops": 2250.0, "hbm_tbps": 8.0,
-             "source": "NVIDIA HGX B200 datasheet: FP16/BF16 36 PFLOPS with sparsity per 8 GPUs, HBM3e 8 TB/s per GPU"},
-    "GB200": {"bf16_tflops": 2500.0, "hbm_tbps": 8.0,
-              "source": "NVIDIA GB200 NVL72 datasheet: FP16/BF16 360 PFLOPS with sparsity per 72 GPUs, "
-                        "HBM3e 576 TB/s per 72 GPUs"},
-    "B300": {"bf16_tflops": 2250.0, "hbm_tbps": 8.0,
-             "source": "NVIDIA HGX B300 datasheet: FP16/BF16 36 PFLOPS with sparsity per 8 GPUs, HBM3e 8 TB/s per GPU"},
-}
+from harness import hardware
+from harness.hardware import GPUS, gpu_key  # noqa: F401 (bounds.GPUS, bounds.gpu_key)
 
 LEVELS = {1: "latent (44 x 78)", 2: "2x (88 x 156)", 4: "4x (176 x 312)", 8: "8x (352 x 624)"}
-
-
-def gpu_key(device_name):
-    """The GPUS key for a device name such as 'NVIDIA H200', or None."""
-    name = (device_name or "").upper()
-    for key in sorted(GPUS, key=len, reverse=True):
-        if key in name:
-            return key
-    return None
 
 
 def bound(workload, gpu="H200", geometry=spec.FULL, peaks=None):
@@ -266,8 +241,7 @@ def main(argv=None):
     geometry = spec.TINY if args.tiny else spec.FULL
     gpu = args.gpu
     if gpu is None:
-        import bench
-        gpu = gpu_key(bench.detect_gpus()[1]) or "H200"
+        gpu = gpu_key(hardware.detect_gpus()[1]) or "H200"
     gpu = gpu_key(gpu) or gpu
     if gpu not in GPUS:
         console.print(f"[red]unknown GPU {args.gpu}; known: {', '.join(GPUS)}[/]")

@@ -24,7 +24,9 @@ import hashlib
 import importlib.machinery
 import importlib.util
 import inspect
+import json
 import os
+import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -124,6 +126,16 @@ def build(solution, verbose=False):
         return None
     if m["extension"] in sys.modules:
         return sys.modules[m["extension"]]
+    built = os.path.join(build_dir(solution), f"{m['extension']}.so")
+    if os.path.isfile(built):
+        # Built already (the harness builds before any rank starts): import it without cpp_extension, which
+        # writes lock files into the build folder, and a rank may not write there.
+        import torch  # noqa: F401 (the extension links against torch's libraries)
+        spec_ = importlib.util.spec_from_file_location(m["extension"], built)
+        module = importlib.util.module_from_spec(spec_)
+        spec_.loader.exec_module(module)
+        sys.modules[m["extension"]] = module
+        return module
     from torch.utils import cpp_extension
     base = os.path.dirname(solution.entry)
     sources = [os.path.join(base, s) for s in m["sources"]]
@@ -196,3 +208,24 @@ def load(path):
         _check_signature(prepare, "prepare", 4, solution.entry)
     solution.run, solution.prepare, solution.module = module.run, prepare, module
     return solution
+
+
+def build_in_child(path, timeout):
+    """Build a solution's extension in a child process (a hanging compiler cannot hang the harness); returns None
+    or the failure in a few lines: what failed and the compiler's first error."""
+    code = (f"import sys, json; sys.path.insert(0, {ROOT!r}); import loader\n"
+            f"try:\n    loader.build(loader.describe({path!r}))\n"
+            f"except Exception as e:\n    print(json.dumps({{'error': str(e)}})); sys.exit(1)")
+    try:
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        return f"the build took more than {timeout:.0f} s"
+    if not p.returncode:
+        return None
+    try:
+        text = json.loads(p.stdout.strip().splitlines()[-1])["error"]
+    except (ValueError, IndexError, KeyError):
+        text = p.stderr.strip() or "build failed"
+    lines = text.splitlines()
+    first_error = next((ln.strip() for ln in lines if "error" in ln.lower() and ln is not lines[0]), "")
+    return (lines[0][:500] + (f" ... {first_error[:500]}" if first_error else "")) if lines else "build failed"

@@ -27,22 +27,35 @@ def failures(report):
 
 
 @pytest.mark.parametrize("solution", ["solutions/reference", "solutions/baseline"])
+def test_honest_solutions_pass(tiny_data, tmp_path, solution):
+    """The default tier: every world, fresh latents and one stored workload per world."""
+    p, report, xml = gate(tiny_data, tmp_path, solution, "--workloads", "f5x1,f121x2,f17x4")
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    names = {c["name"] for c in report["checks"]}
+    assert {"audit", "f5x1", "f121x2", "f17x4"} <= names
+    assert sum(n.startswith("fresh latents") for n in names) == 6   # two per world, worlds 1, 2, 4
+    assert all(c["status"] == "passed" for c in report["checks"])
+    assert report["isolation"].startswith("landlock") and "PASSED" in p.stdout
+    assert "<testsuite" in xml.read_text() and 'failures="0"' in xml.read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("solution", ["solutions/reference", "solutions/baseline"])
 @pytest.mark.parametrize("attempt", [1, 2, 3])
 def test_honest_solutions_pass_every_time(tiny_data, tmp_path, attempt, solution):
     p, report, xml = gate(tiny_data, tmp_path, solution)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     names = {c["name"] for c in report["checks"]}
-    assert {"audit", "stored references", "f481x4", "f1x1"} <= names
+    assert {"audit", "f481x4", "f1x1"} <= names
     assert sum(n.startswith("fresh latents") for n in names) == 6   # two per world, worlds 1, 2, 4
     assert all(c["status"] == "passed" for c in report["checks"])
-    assert "<testsuite" in xml.read_text() and 'failures="0"' in xml.read_text()
 
 
 # cheat -> (exit code, check name, status, a phrase of the reason). Each runs on f1x1 and f5x1 plus fresh latents.
 EXPECTED = {
     "stale_out.py": (1, "fresh latents #1 x1", "incorrect", "not finite (NaN is the poison"),
     "cache_by_shape.py": (1, "fresh latents #2 x1", "incorrect", "below the roofline bound"),
-    "reads_reference.py": (3, "stored references", "tampering", "read the decoy references"),
+    "reads_reference.py": (3, "fresh latents #1 x1", "tampering", "read the decoy references"),
     "patches_timer.py": (3, "start x1", "tampering", "replaced time.monotonic_ns"),
     "patches_sync.py": (3, "start x1", "tampering", "replaced torch.cuda.synchronize"),
     "side_thread.py": (3, "f1x1", "tampering", "threads left running after the call: ['late-decode']"),
@@ -82,3 +95,22 @@ def test_exit_codes_order():
     assert ci.exit_code([{"status": "incorrect"}, {"status": "timeout"}]) == 2
     assert ci.exit_code([{"status": "incorrect"}, {"status": "audit"}]) == 3
     assert ci.exit_code([{"status": "harness error"}, {"status": "audit"}]) == 4
+    assert ci.exit_code([{"status": "no isolation"}, {"status": "timeout"}]) == 5
+    assert ci.exit_code([{"status": "passed"}, {"status": "skipped"}]) == 6
+    assert ci.exit_code([{"status": "incorrect"}, {"status": "skipped"}]) == 1
+
+
+def test_refuses_to_certify_without_isolation(tiny_data, tmp_path):
+    """Where the platform has no sandbox, the gate runs nothing and says why, unless --no-isolation is given."""
+    env = dict(tiny_data, WAN_ASSUME_NO_LANDLOCK="1")
+    p, report, _ = gate(env, tmp_path, "solutions/reference", "--workloads", "f1x1")
+    assert p.returncode == 5 and failures(report)["isolation"][0] == "no isolation", p.stdout[-2000:]
+    assert not any(c["name"].startswith(("f1x1", "fresh")) for c in report["checks"])
+    p, report, _ = gate(env, tmp_path, "solutions/reference", "--workloads", "f1x1", "--no-isolation")
+    assert p.returncode == 0 and report["isolation"] == "none (--no-isolation)", p.stdout[-2000:]
+
+
+def test_a_certificate_with_parts_left_out_is_partial(tiny_data, tmp_path):
+    p, report, _ = gate(tiny_data, tmp_path, "solutions/reference", "--workloads", "f1x1", "--no-audit")
+    assert p.returncode == 6 and report["partial"] and "PARTIAL" in p.stdout, p.stdout[-2000:]
+    assert failures(report)["audit"][0] == "skipped"

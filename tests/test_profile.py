@@ -131,7 +131,7 @@ def _x(cat, name, ts, dur, pid=0):
 def test_scope_table_of_a_gpu_trace():
     """GPU work goes to the innermost scope whose GPU range holds it; totals add the scopes below; ancestors with no
     work of their own get rows; work on another device and work outside every range count nowhere."""
-    import bench
+    from harness import profile as bench
     events = [
         _x("gpu_user_annotation", "decoder/conv_in", 0, 100),
         _x("kernel", "conv_a", 10, 30), _x("kernel", "conv_b", 50, 40),
@@ -154,7 +154,7 @@ def test_scope_table_of_a_gpu_trace():
 
 
 def test_scope_table_of_a_cpu_trace_and_the_overlap():
-    import bench
+    from harness import profile as bench
     cpu = [_x("user_annotation", "decoder", 0, 100), _x("user_annotation", "decoder/conv_in", 10, 30),
            _x("user_annotation", "decoder/conv_in", 50, 20), _x("cpu_op", "aten::conv3d", 10, 30)]
     rows = {r["scope"]: r for r in bench.scope_table(cpu)}

@@ -1,0 +1,149 @@
+"""The tensors the judge owns and lends to the ranks: each rank's weights and latents, rank 0's out.
+
+On the CPU they are files that both sides map (`torch.from_file(shared=True)`); on GPUs they are the judge's device
+memory, which a rank maps through CUDA IPC. A rank attaches them before it imports the solution; the judge writes
+the latents and poisons `out` itself, and reads `out` and checks the inputs itself, so no code of the harness needs
+to run in the rank around a call. Each rank gets its own weights and latents (a rank that scribbles on its inputs
+harms only itself, and the judge sees it)."""
+import math
+import os
+import pickle
+
+import spec
+
+
+def _flat_len(shapes):
+    return sum(math.prod(s) for s in shapes)
+
+
+def video_numel(latent_frames, geometry):
+    return 3 * spec.frames(latent_frames) * math.prod(geometry.video_hw)
+
+
+def latent_numel(latent_frames, geometry):
+    return geometry.latent_channels * latent_frames * math.prod(geometry.latent_hw)
+
+
+class Buffers:
+    """Weights (with a pristine copy), latents (with the call's staged copy) per rank, and out on rank 0's device,
+    sized for `max_frames` latent frames; made once per run and lent to every group."""
+
+    def __init__(self, geometry, cpu, world, max_frames, folder):
+        import torch
+        self.torch, self.geometry, self.cpu, self.folder = torch, geometry, cpu, folder
+        self.shapes = [shape for _, shape in spec.weight_list(geometry)]
+        self.devices = [torch.device("cpu") if cpu else torch.device("cuda", r) for r in range(world)]
+        self.max_frames = max_frames
+        host = spec.load_weights("cpu", geometry)
+        flat_host = torch.cat([w.reshape(-1) for w in host])
+        self.weights, self.pristine, self.z, self.staged = [], [], [], []
+        for r, dev in enumerate(self.devices):
+            w = self._alloc(f"weights{r}", flat_host.numel(), dev)
+            w.copy_(flat_host)
+            self.weights.append(w)
+            self.pristine.append(w.clone())
+            self.z.append(self._alloc(f"z{r}", latent_numel(max_frames, geometry), dev))
+            self.staged.append(torch.empty_like(self.z[-1]))
+        self.out = self._alloc("out", video_numel(max_frames, geometry), self.devices[0])
+        self.out.fill_(float("nan"))
+
+    def _alloc(self, name, numel, device):
+        torch = self.torch
+        if device.type == "cpu":
+            path = os.path.join(self.folder, name)
+            with open(path, "wb") as f:
+                f.truncate(numel * 2)
+            return torch.from_file(path, shared=True, size=numel, dtype=torch.bfloat16)
+        return torch.empty(numel, dtype=torch.bfloat16, device=device)
+
+    def lend(self, rank):
+        """What rank `rank` needs to map its tensors (pickled; the rank calls attach() with it)."""
+        def ref(t, name):
+            if t.device.type == "cpu":
+                return ("file", os.path.join(self.folder, name), t.numel())
+            from torch.multiprocessing.reductions import reduce_tensor
+            return ("cuda", reduce_tensor(t))
+        desc = {"shapes": self.shapes, "weights": ref(self.weights[rank], f"weights{rank}"),
+                "z": ref(self.z[rank], f"z{rank}"), "out": ref(self.out, "out") if rank == 0 else None,
+                "geometry": self.geometry.name}
+        return pickle.dumps(desc)
+
+    def files(self, rank):
+        """The files behind rank `rank`'s tensors (CPU): the only files outside its scratch it may write."""
+        names = [f"weights{rank}", f"z{rank}"] + (["out"] if rank == 0 else [])
+        return [os.path.join(self.folder, n) for n in names] if self.cpu else []
+
+    # -- the judge's side of a call
+    def stage(self, z):
+        """Copy the call's latents next to every rank's buffer (before the clock starts)."""
+        n = z.numel()
+        for r, s in enumerate(self.staged):
+            s[:n].copy_(z.reshape(-1))
+        self.settle()
+
+    def place(self, n):
+        """Put the staged latents where the ranks read them (the clock is running)."""
+        for r in range(len(self.devices)):
+            self.z[r][:n].copy_(self.staged[r][:n])
+        self.settle()
+
+    def poison(self, n):
+        self.out[:n].fill_(float("nan"))
+        self.settle()
+
+    def out_view(self, latent_frames):
+        n = video_numel(latent_frames, self.geometry)
+        return self.out[:n].view(1, 3, spec.frames(latent_frames), *self.geometry.video_hw)
+
+    def modified(self, rank, n):
+        """What rank `rank` changed of its inputs: [] or ['z', 'the weights']."""
+        torch = self.torch
+        out = []
+        if not torch.equal(self.z[rank][:n], self.staged[rank][:n]):
+            out.append("z")
+        if not torch.equal(self.weights[rank], self.pristine[rank]):
+            out.append("the weights")
+            self.weights[rank].copy_(self.pristine[rank])
+        return out
+
+    def settle(self):
+        if not self.cpu:
+            for d in self.devices:
+                self.torch.cuda.synchronize(d)
+
+
+def attach(blob, device):
+    """The rank's side: (weights, z buffer, out buffer or None) as tensors on `device`, from Buffers.lend()."""
+    import torch
+    desc = pickle.loads(blob)
+
+    def open_(ref):
+        if ref is None:
+            return None
+        if ref[0] == "file":
+            return torch.from_file(ref[1], shared=True, size=ref[2], dtype=torch.bfloat16)
+        fn, args = ref[1]
+        return fn(*args)
+    flat = open_(desc["weights"])
+    weights, at = [], 0
+    for shape in desc["shapes"]:
+        n = math.prod(shape)
+        weights.append(flat[at:at + n].view(shape))
+        at += n
+    return weights, open_(desc["z"]), open_(desc["out"])
+
+
+def views(zbuf, outbuf, frames_list, geometry, device):
+    """{T: (z, out)}: the latents and out of every clip length, made before the solution is imported, as views of
+    the lent buffers (out on ranks other than 0 is an empty tensor)."""
+    import torch
+    c, (h, w) = geometry.latent_channels, geometry.latent_hw
+    out = {}
+    for t in frames_list:
+        z = zbuf[:latent_numel(t, geometry)].view(1, c, t, h, w)
+        if outbuf is not None:
+            o = outbuf[:video_numel(t, geometry)].view(1, 3, spec.frames(t), *geometry.video_hw)
+        else:
+            o = torch.empty(0, dtype=torch.bfloat16, device=device)
+        out[t] = (z, o)
+    return out

@@ -1,0 +1,172 @@
+"""audit.py's C/C++/CUDA checks, by text: line splices joined, `//` and `/* */` comments blanked (string literals
+kept, so PTX inside `asm("...")` is read), then the rules' regexes (rules.CPP_RULES). Quoted includes are followed:
+a header inside the solution is audited whatever its suffix, one outside it is a finding. solution.yml's text is read
+by the same rules (a `-DX=fopen` macro)."""
+import os
+import re
+
+from harness import files, rules
+
+INCLUDE = re.compile(r"(?m)^[ \t]*#[ \t]*(include_next|include|import|embed)\b[ \t]*(.*)$")
+
+
+def strip_cpp(text):
+    """(code, line_of, comments): the text with line splices joined and comments blanked (string literals kept),
+    the original line of every character of code, and (line, text) of every comment.
+
+    A `//` comment ends at the first splice as well as at the newline, so the audit never takes for a comment what
+    a compiler might read as code."""
+    chars, line_of, splice = [], [], set()
+    i, line, n = 0, 1, len(text)
+    while i < n:
+        c = text[i]
+        if c == "\\":
+            j = i + 1
+            while j < n and text[j] in " \t":
+                j += 1
+            if j < n and text[j] == "\r" and j + 1 < n and text[j + 1] == "\n":
+                j += 1
+            if j < n and text[j] == "\n":
+                line += 1
+                i = j + 1
+                splice.add(len(chars))
+                continue
+        chars.append(c)
+        line_of.append(line)
+        if c == "\n":
+            line += 1
+        i += 1
+    code, comments = chars, []
+    i, n = 0, len(code)
+    while i < n:
+        c = code[i]
+        nxt = code[i + 1] if i + 1 < n else ""
+        if c == "/" and nxt == "/":
+            j = i + 2
+            while j < n and code[j] != "\n" and j not in splice:
+                j += 1
+            comments.append((line_of[i], "".join(code[i:j])))
+            for k in range(i, j):
+                code[k] = " "
+            i = j
+        elif c == "/" and nxt == "*":
+            j = i + 2
+            while j < n and not (code[j] == "*" and j + 1 < n and code[j + 1] == "/"):
+                j += 1
+            end = min(j + 2, n)
+            start = i
+            for k in range(i, end + 1):      # one comment entry per line it covers
+                if k == end or code[k] == "\n":
+                    comments.append((line_of[start], "".join(code[start:k])))
+                    start = k + 1
+            for k in range(i, end):
+                if code[k] != "\n":
+                    code[k] = " "
+            i = end
+        elif c == '"':
+            raw = re.search(r"(?:^|[^\w])(?:u8|u|U|L)?R$", "".join(code[max(0, i - 5):i]))
+            if raw:
+                k = i + 1
+                while k < n and k - i <= 17 and code[k] not in "(\n":
+                    k += 1
+                delim = ")" + "".join(code[i + 1:k]) + '"'
+                end = "".join(code).find(delim, k)
+                i = n if end < 0 else end + len(delim)
+            else:
+                j = i + 1
+                while j < n and code[j] not in '"\n':
+                    j += 2 if code[j] == "\\" else 1
+                i = j + 1
+        elif c == "'":
+            prev = code[i - 1] if i else ""
+            if prev.isalnum() and nxt.isalnum():     # a digit separator: 1'000'000
+                i += 1
+                continue
+            j = i + 1
+            while j < n and code[j] not in "'\n":
+                j += 2 if code[j] == "\\" else 1
+            i = j + 1
+        else:
+            i += 1
+    return "".join(code), line_of, comments
+
+
+def scan_cpp(text, rules):
+    """([(line, rule, reason, match)], comments, includes): rule matches over C/C++ text; includes are
+    (line, kind, name) with kind '"', '<' or '' (computed)."""
+    code, line_of, comments = strip_cpp(text)
+    hits, includes = [], []
+
+    def at(pos):
+        return line_of[pos] if pos < len(line_of) else (line_of[-1] if line_of else 1)
+
+    for m in INCLUDE.finditer(code):
+        directive, arg = m.group(1), m.group(2).strip()
+        line = at(m.start())
+        q = re.match(r'"([^"]*)"|<([^>]*)>', arg)
+        if directive == "embed":
+            hits.append((line, "file-io", "embeds a file at build time", arg))
+        if q is None:
+            hits.append((line, "dynamic-name", f"#{directive} of a computed name `{arg[:40]}`", arg))
+            continue
+        name = q.group(1) if q.group(1) is not None else q.group(2)
+        includes.append((line, '"' if q.group(1) is not None else "<", name))
+        for rule, kind, rx, reason in rules:
+            if kind == "include" and rx.search(name):
+                hits.append((line, rule, f"{reason} <{name}>", name))
+    for rule, kind, rx, reason in rules:
+        if kind == "text":
+            for m in rx.finditer(code):
+                hits.append((at(m.start()), rule, f"{reason}: `{m.group(0).strip()[:40]}`", m.group(0)))
+    return hits, comments, includes
+
+
+_STRING_RULES = [r for r in rules.CPP_RULES if r[2] is not rules.NARROW_TEXT]   # NARROW_TEXT: every string already
+
+
+def scan_string(s):
+    """The C++ rules' hits in a Python string constant that looks like C/C++ or PTX source; [] otherwise."""
+    if ";" in s or "{" in s or "#include" in s or "#define" in s:
+        return scan_cpp(s, _STRING_RULES)[0]
+    return []
+
+
+def audit_build_files(solution, yml, cpp):
+    """The rules over every YAML file's text; solution.yml's sources join `cpp`. Returns the include folders."""
+    include_dirs = [solution.base]
+    for f in yml:
+        data = solution.read(f)
+        if data is None:
+            continue
+        text = data.decode("utf-8", "replace")
+        unit = solution.unit_for(f, text)
+        code, unit.comments = files.yaml_comments(text)
+        for line, rule, reason, _ in scan_cpp(code, rules.CPP_RULES)[0]:
+            unit.add(line, rule, f"build setting {reason}")
+        if os.path.basename(f) in ("solution.yml", "solution.yaml"):
+            include_dirs += files.check_manifest(unit, code, os.path.dirname(f), solution.base, cpp)
+    return include_dirs
+
+
+def audit_sources(solution, cpp, include_dirs, other):
+    """The rules over every C/C++/CUDA source and every solution file they include (removed from `other`)."""
+    queue, done = list(cpp), set()
+    while queue:
+        f = queue.pop(0)
+        if f in done:
+            continue
+        done.add(f)
+        if f in other:
+            other.remove(f)
+        data = solution.read(f)
+        if data is None:
+            continue
+        text = data.decode("utf-8", "replace")
+        unit = solution.unit_for(f, text)
+        hits, unit.comments, includes = scan_cpp(text, rules.CPP_RULES + rules.CPP_ONLY_RULES)
+        for line, rule, reason, _ in hits:
+            unit.add(line, rule, reason)
+        for line, kind, name in includes:
+            found = files.resolve_include(unit, line, kind, name, os.path.dirname(f), include_dirs, solution.base)
+            if found and found not in done:
+                queue.append(found)

@@ -1,0 +1,280 @@
+"""audit.py's files: which files of a solution are read and as what (Python, C/C++/CUDA, solution.yml, bytecode,
+documentation), their text and size limits, the sources and include folders solution.yml and #include name, the
+files that are no source at all, and the solution's Python files as modules (`Modules`: `sol:N`, for imports
+between them). Every file's findings go to its `rules.Unit`, kept by `Solution`."""
+import importlib.util
+import io
+import marshal
+import os
+import re
+import sys
+import tokenize
+
+import yaml
+
+import loader
+from harness import rules
+
+PY_SUFFIX = (".py",)
+YML_SUFFIX = (".yml", ".yaml")
+CPP_SUFFIX = (".cu", ".cuh", ".cpp", ".cc", ".c", ".h", ".hpp", ".cxx", ".hxx", ".hh", ".inl", ".ipp", ".tcc",
+              ".ptx", ".s", ".S")
+DOC_SUFFIX = (".md", ".txt", ".rst")
+DOC_NAMES = ("LICENSE", "LICENCE", "README", "NOTICE", "AUTHORS", ".gitignore")
+BIG_CONSTANT = 256 * 1024      # characters: a longer string or bytes constant is data, not code
+BIG_FILE = 2 * 1024 * 1024     # bytes: a longer source is data, not code
+_FLAG_OUTSIDE = re.compile(r"(^|[\s,=])(-include|-imacros|--pre-include|-fplugin|-specs|-B|-L|--library-path|"
+                           r"-Wl,|-Xlinker|--linker-options|-ccbin|--compiler-bindir|-trigraphs|@)")
+
+
+class UsageError(ValueError):
+    """The path is not a solution (a directory with solution.py, or a .py file)."""
+
+
+def is_solution(path):
+    return (os.path.isdir(path) and os.path.isfile(os.path.join(path, "solution.py"))) or \
+        (os.path.isfile(path) and path.endswith(".py"))
+
+
+def is_inside(path, base):
+    path, base = os.path.realpath(path), os.path.realpath(base)
+    return path == base or path.startswith(base + os.sep)
+
+
+class Modules:
+    """The solution's own Python modules, for names imported between them (`from . import helper`): each file is
+    `sol:N`, with its alias map, so that `helper.torch.load` reads as `torch.load`."""
+
+    def __init__(self, files=(), base=""):
+        self.ids = {f: f"sol:{i}" for i, f in enumerate(files)}
+        self.shown = {m: os.path.splitext(os.path.relpath(f, base))[0].replace(os.sep, ".")
+                      for f, m in self.ids.items()}
+        self.aliases = {}           # sol:N -> that file's alias map
+        self.module_values = set()  # dotted names known to be modules (plain imports, the solution's modules)
+
+    def relative(self, file, level, module, name):
+        """The dotted name `from <level dots><module> import <name>` binds in `file`."""
+        base = os.path.dirname(file)
+        for _ in range(level - 1):
+            base = os.path.dirname(base)
+        target = os.path.join(base, *module.split(".")) if module else base
+        for sub in (os.path.join(target, name + ".py"), os.path.join(target, name, "__init__.py")):
+            if sub in self.ids:
+                return self.ids[sub]
+        for mod in (target + ".py", os.path.join(target, "__init__.py")):
+            if mod in self.ids:
+                return f"{self.ids[mod]}.{name}"
+        return "sol:?." + name      # not a Python file of the solution (a compiled module is reported anyway)
+
+    def show(self, q):
+        head = q.split(".")[0]
+        return q.replace(head, self.shown[head], 1) if head in self.shown else q
+
+
+class Solution:
+    """The solution at `path` (absolute): its folder, and one Unit per file that has findings or was read."""
+
+    def __init__(self, path):
+        self.path = path
+        self.base = path if os.path.isdir(path) else os.path.dirname(path)
+        self.units = {}
+
+    def unit_for(self, abs_path, text=""):
+        rel = os.path.relpath(abs_path, self.base)
+        if rel not in self.units:
+            self.units[rel] = rules.Unit(rel, text)
+        elif text and not self.units[rel].lines:
+            self.units[rel].lines = text.splitlines()
+        return self.units[rel]
+
+    def read(self, f):
+        """The bytes of file f, or None (a finding) when it cannot be read; a source over BIG_FILE is a finding."""
+        try:
+            with open(f, "rb") as fh:
+                data = fh.read()
+            if len(data) > BIG_FILE:
+                self.unit_for(f).add(0, "unaudited-file", f"{len(data)} bytes: a source this large is data, not code")
+            return data
+        except OSError as e:
+            self.unit_for(f).add(0, "unaudited-file", f"cannot read: {e}")
+            return None
+
+    def files(self):
+        """Every file of the solution by kind: (python, yml, cpp, pyc, other), `other` being neither a source the
+        audit reads nor documentation. A superset of loader.source_files, the harness's own list."""
+        path = self.path
+        if os.path.isdir(path):
+            everything = []
+
+            def unlisted(error):
+                self.unit_for(error.filename).add(0, "unaudited-file", f"cannot be listed: {error.strerror}")
+
+            for top, dirs, names in os.walk(path, onerror=unlisted):
+                # Hidden folders are skipped as loader.source_files skips them: nothing in them can be imported,
+                # and what is #include'd or listed in solution.yml from them is followed.
+                dirs[:] = [d for d in dirs if not d.startswith(".")]
+                for d in list(dirs):
+                    if os.path.islink(os.path.join(top, d)):
+                        self.unit_for(os.path.join(top, d)).add(
+                            0, "unaudited-file", "a link to a directory, whose files the audit does not read")
+                        dirs.remove(d)
+                everything += [os.path.join(top, f) for f in names]
+            everything = sorted(set(everything) | set(loader.source_files(path)))
+        else:
+            cache = os.path.join(self.base, "__pycache__")
+            stem = os.path.splitext(os.path.basename(path))[0]
+            cached = os.listdir(cache) if os.path.isdir(cache) else []
+            everything = [path] + sorted(os.path.join(cache, f) for f in cached if f.startswith(stem + "."))
+        python, yml, cpp, pyc, other = [], [], [], [], []
+        for f in everything:
+            name = os.path.basename(f)
+            if os.path.basename(os.path.dirname(f)) == "__pycache__" and name.endswith(".pyc"):
+                pyc.append(f)
+            elif name.endswith(PY_SUFFIX):
+                python.append(f)
+            elif name.endswith(YML_SUFFIX):
+                yml.append(f)
+            elif name.endswith(CPP_SUFFIX):
+                cpp.append(f)
+            elif not (name.endswith(DOC_SUFFIX) or name in DOC_NAMES):   # `README.<abi>.so` imports as README
+                other.append(f)
+        return python, yml, cpp, pyc, other
+
+    def check_leftovers(self, pyc, other):
+        """Bytecode must be its source's; any other file that is neither source nor documentation is a finding."""
+        for f in pyc:
+            stem = os.path.basename(f).split(".")[0]
+            source = os.path.join(os.path.dirname(os.path.dirname(f)), stem + ".py")
+            if os.path.isfile(source):      # without its source a cached .pyc is never imported
+                check_pyc(self.unit_for(f), f, source)
+        for f in other:
+            self.unit_for(f).add(0, "unaudited-file", "neither a source the audit reads nor documentation: a compiled "
+                                                      "module or data file could be imported or embedded unaudited")
+
+
+def check_pyc(unit, pyc, source):
+    """A .pyc the import system would load instead of its source must be that source, compiled."""
+    try:
+        with open(pyc, "rb") as f:
+            data = f.read()
+        with open(source, "rb") as f:
+            src = f.read()
+    except OSError as e:
+        unit.add(0, "unaudited-file", f"cannot read: {e}")
+        return
+    parts = os.path.basename(pyc).split(".")
+    tag = parts[1] if len(parts) >= 3 else ""
+    flags = int.from_bytes(data[4:8], "little") if len(data) >= 16 else -1
+    st = os.stat(source)
+    stamped = flags == 0 and int.from_bytes(data[8:12], "little") == (int(st.st_mtime) & 0xFFFFFFFF) \
+        and int.from_bytes(data[12:16], "little") == (st.st_size & 0xFFFFFFFF)
+    if flags == 0 and not stamped:
+        return                   # stale: the import system compiles the source again
+    if tag != sys.implementation.cache_tag or data[:4] != importlib.util.MAGIC_NUMBER:
+        unit.add(0, "unaudited-file", f"bytecode for {tag or 'another Python'} that this audit cannot compare with "
+                                      f"its source: delete __pycache__")
+        return
+    optimize = int(parts[2][4:]) if len(parts) == 4 and parts[2].startswith("opt-") else 0
+    try:
+        code = marshal.loads(data[16:])
+        same = code == compile(src, source, "exec", dont_inherit=True, optimize=optimize)
+    except Exception:     # noqa: BLE001 - any failure to compare is a failure to verify
+        same = False
+    if not same:
+        unit.add(0, "unaudited-file", "bytecode that differs from its source would be imported instead of it")
+
+
+def check_manifest(unit, code, folder, base, cpp):
+    """solution.yml's sources and flags must stay inside the solution; adds its sources to `cpp` and returns its -I
+    folders inside it."""
+    try:
+        manifest = yaml.safe_load(code) or {}
+    except yaml.YAMLError as e:
+        unit.add(1, "unaudited-file", f"not valid YAML, so it cannot be audited: {e}")
+        return []
+    if not isinstance(manifest, dict):
+        return []
+
+    def line_of(value):
+        for k, line in enumerate(unit.lines, 1):
+            if str(value) in line:
+                return k
+        return 1
+
+    include_dirs = []
+    sources = manifest.get("sources") or []
+    for source in sources if isinstance(sources, list) else [sources]:
+        full = os.path.normpath(os.path.join(folder, str(source)))
+        if not is_inside(full, base):
+            unit.add(line_of(source), "unaudited-file", f"source `{source}` lies outside the solution")
+        elif os.path.isfile(full) and full not in cpp:
+            cpp.append(full)
+    for key in ("cflags", "cuda_cflags", "ldflags"):
+        flags = manifest.get(key) or []
+        for flag in flags if isinstance(flags, list) else [flags]:
+            flag = str(flag)
+            if _FLAG_OUTSIDE.search(flag) or re.search(r"(^|[\s,=]|-I)(/|\.\.)", flag):
+                unit.add(line_of(flag), "unaudited-file", f"{key} `{flag}` reaches files outside the solution")
+            elif flag.startswith("-I"):
+                include_dirs.append(os.path.normpath(os.path.join(folder, flag[2:].strip())))
+    return include_dirs
+
+
+def resolve_include(unit, line, kind, name, folder, include_dirs, base):
+    """The solution file an #include names (to audit it too), or None; one reaching outside is a finding."""
+    if os.path.isabs(name) or ".." in name.replace("\\", "/").split("/"):
+        full = os.path.normpath(os.path.join(folder, name))
+        if os.path.isabs(name) or not is_inside(full, base):
+            unit.add(line, "unaudited-file", f"includes `{name}`, outside the solution")
+            return None
+    candidates = ([os.path.join(folder, name)] if kind == '"' else []) + [os.path.join(d, name) for d in include_dirs]
+    for c in candidates:
+        c = os.path.normpath(c)
+        if os.path.isfile(c):
+            if not is_inside(c, base):
+                unit.add(line, "unaudited-file", f"includes `{name}`, outside the solution")
+                return None
+            return c
+    return None
+
+
+def yaml_comments(text):
+    """(code, comments): YAML text with `#` comments blanked (a `#` at a line's start or after a space, outside
+    quotes), and (line, text) of each comment."""
+    out, comments = [], []
+    for number, line in enumerate(text.splitlines(), 1):
+        quote, cut = None, None
+        for k, c in enumerate(line):
+            if quote:
+                if c == quote:
+                    quote = None
+            elif c in "'\"":
+                quote = c
+            elif c == "#" and (k == 0 or line[k - 1] in " \t"):
+                cut = k
+                break
+        if cut is not None:
+            comments.append((number, line[cut:]))
+            line = line[:cut]
+        out.append(line)
+    return "\n".join(out), comments
+
+
+def python_comments(data):
+    """(line, text) of every comment of a Python source (tokenize: never inside strings)."""
+    out = []
+    try:
+        for tok in tokenize.tokenize(io.BytesIO(data).readline):
+            if tok.type == tokenize.COMMENT:
+                out.append((tok.start[0], tok.string))
+    except (tokenize.TokenError, SyntaxError, UnicodeDecodeError):
+        pass
+    return out
+
+
+def decode_python(data):
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        return data.decode(encoding)
+    except (SyntaxError, LookupError, UnicodeDecodeError):
+        return data.decode("utf-8", "replace")

@@ -1,0 +1,325 @@
+"""The judge's side of one solution at one world size: the rank processes, the protocol, and the clock.
+
+A call, as the judge runs it (`Group.call`):
+  1. Before the clock: the pipes are quiet (a line between calls is tampering), the latents are staged on every
+     rank's device, `out` is poisoned with NaN, the judge lists its descendant processes.
+  2. The clock (the judge's CLOCK_MONOTONIC) starts; the judge copies the latents into every rank's buffer and
+     writes `go` to every rank.
+  3. It stops when the last rank's `done` arrives. Each rank sends exactly `done CALL` then `report CALL`; a
+     duplicate, early, stale, unknown or malformed line is tampering.
+  4. The judge copies `out` at once (read 1), waits for the reports, checks the inputs, the processes and the decoy
+     data, then the caller computes the figures from read 1; `out` read again afterwards (read 2) must be bit-equal
+     to read 1, else a rank said `done` before its work was finished ("out changed after done").
+"""
+import json
+import os
+import pickle
+import select
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+from harness import procs
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CLOCK = time.monotonic_ns
+STARTUP_S = 300.0          # load, build cache, prepare, first-call autotuning
+ENV_SAFETY = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+# The environment a rank inherits: the platform's, never the judge's own settings (data folder, seeds, flags).
+ENV_KEEP = ("PATH", "LANG", "LANGUAGE", "TZ", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH")
+ENV_PREFIXES = ("LC_", "NCCL_", "TRITON_", "TORCH_", "PYTORCH_", "CUBLAS", "CUDNN_", "OMP_", "MKL_", "OPENBLAS_",
+                "NVIDIA_")
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+
+
+class GroupFailed(Exception):
+    def __init__(self, status, message, rank=None):
+        super().__init__(message)
+        self.status, self.message, self.rank = status, message, rank
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rank_env(rank, world, port, scratch, cpu, data_dir, build_dir, pkg):
+    env = {k: v for k, v in os.environ.items() if k in ENV_KEEP or k.startswith(ENV_PREFIXES)}
+    env.update(ENV_SAFETY, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
+               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), HOME=scratch, TMPDIR=scratch,
+               TRITON_CACHE_DIR=os.path.join(scratch, "triton"), CUDA_CACHE_PATH=os.path.join(scratch, "nv"),
+               PYTHONPATH=pkg, PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1", DATA=data_dir,
+               WAN_BUILD_DIR=build_dir)
+    if cpu:
+        # One thread a rank: OpenMP's spinning threads slow down by 10-50x when ranks share cores.
+        env["OMP_NUM_THREADS"] = "1"
+    return env
+
+
+class Group:
+    """The rank processes of one solution at one world size, judged from this process."""
+    ranks = set()      # the pids of every live group's ranks
+
+    def __init__(self, solution, world, geometry, cpu, buffers, run, frames, sandbox):
+        """solution: a loader.Solution (described, built); run: the run's folder (harness.session.Run); frames: the
+        clip lengths the group will see; sandbox: the lock's settings for a rank, or None for no isolation."""
+        self.world, self.cpu, self.buffers, self.run = world, cpu, buffers, run
+        self.procs, self.logs, self.fds, self.cmds, self.bufs = [], [], [], [], {}
+        self.calls, self._arrived, self._limit = 0, CLOCK(), STARTUP_S
+        self.known = procs.descendants()
+        port = self.port = _free_port()
+        import loader
+        from harness.decoys import Decoys
+        # Decoys of its own: another group's ranks, alive between this group's calls, cannot be blamed on it.
+        self.decoys = Decoys(tempfile.mkdtemp(prefix="data-", dir=run.folder), geometry)
+        blobs = [buffers.lend(r) for r in range(world)]
+        # Where ranks may write to /dev/shm (NCCL on GPUs), what they leave there goes with the group.
+        shared = sandbox is not None and "/dev/shm" in sandbox.get("write", [])
+        self.shm = set(os.listdir("/dev/shm")) if shared else None
+        for r in range(world):
+            scratch = tempfile.mkdtemp(prefix=f"rank{r}-", dir=run.scratch)
+            cmd_r, cmd_w = os.pipe()
+            res_r, res_w = os.pipe()
+            log = open(os.path.join(run.logs, f"{solution.name}-x{world}-rank{r}-{len(os.listdir(run.logs))}.log"),
+                       "w")
+            env = rank_env(r, world, port, scratch, cpu, self.decoys.folder,
+                           os.path.dirname(loader.build_dir(solution)), run.pkg)
+            lock = None
+            if sandbox is not None:
+                lock = {"extra": [run.pkg, os.path.abspath(solution.path), loader.build_dir(solution),
+                                  self.decoys.folder],
+                        "exclude": sandbox["exclude"],
+                        "write": [scratch] + (buffers.files(r) if cpu else sandbox["write"]),
+                        "devices": list(DEVICES) + ([] if cpu else sandbox["gpu_devices"])}
+            setup = {"rank": r, "world": world, "geometry": geometry.name, "device": "cpu" if cpu else "cuda",
+                     "solution": os.path.abspath(solution.path), "buffers": blobs[r], "frames": sorted(frames),
+                     "sandbox": lock, "scratch": scratch}
+            p = subprocess.Popen([sys.executable, "-m", "harness.rank", str(cmd_r), str(res_w)], env=env,
+                                 pass_fds=(cmd_r, res_w), stdout=log, stderr=subprocess.STDOUT,
+                                 stdin=subprocess.DEVNULL, start_new_session=True, cwd=scratch)
+            os.close(cmd_r)
+            os.close(res_w)
+            blob = pickle.dumps(setup)
+            os.write(cmd_w, struct.pack("<Q", len(blob)))
+            self._write(cmd_w, blob)
+            self.procs.append(p)
+            Group.ranks.add(p.pid)
+            self.logs.append(log)
+            self.cmds.append(cmd_w)
+            self.fds.append(res_r)
+            self.bufs[res_r] = b""
+        self.info = [fields for _, fields, _ in self._each("ready", None, STARTUP_S)]
+
+    @staticmethod
+    def _write(fd, data):
+        while data:
+            data = data[os.write(fd, data):]
+
+    # -- the protocol
+    def _lines(self, deadline, wanted):
+        """Yield (rank, kind, fields, arrival ns) of the ranks in `wanted` (a set the caller shrinks; the others'
+        lines wait in their buffers) until the deadline; a dead rank or the deadline raises."""
+        while True:
+            for rank in sorted(wanted):
+                fd = self.fds[rank]
+                if rank in wanted and b"\n" in self.bufs[fd]:
+                    line, self.bufs[fd] = self.bufs[fd].split(b"\n", 1)
+                    yield rank, *self._parse(line, rank), self._arrived
+            if not wanted:
+                return
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise GroupFailed("timeout", f"no answer within {self._limit:.1f} s")
+            ready, _, _ = select.select(self.fds, [], [], min(left, 0.5))
+            self._arrived = CLOCK()
+            for fd in ready:
+                chunk = os.read(fd, 1 << 20)
+                if chunk:
+                    self.bufs[fd] += chunk
+                else:
+                    self._died(self.fds.index(fd))
+            for rank, p in enumerate(self.procs):
+                if p.poll() is not None and not self.bufs[self.fds[rank]] and \
+                        not select.select([self.fds[rank]], [], [], 0)[0]:
+                    self._died(rank)
+
+    def _died(self, rank):
+        p = self.procs[rank]
+        try:
+            code = p.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            code = None
+        raise GroupFailed("crash", f"rank {rank} died (exit code {code})", rank)
+
+    @staticmethod
+    def _parse(line, rank):
+        kind, _, rest = line.decode("utf-8", "replace").partition(" ")
+        try:
+            fields = json.loads(rest)
+            if not isinstance(fields, dict):
+                raise ValueError("not an object")
+        except ValueError:
+            raise GroupFailed("tampering", f"rank {rank} sent a malformed line: {line[:200]!r}", rank)
+        return kind, fields
+
+    def _each(self, kind, call, limit):
+        """[(rank, fields)] of one `kind` line from every rank, in rank order; anything else is a failure."""
+        self._limit = limit
+        got, wanted = {}, set(range(self.world))
+        for rank, k, fields, at in self._lines(time.monotonic() + limit, wanted):
+            if k == "error":
+                where = f" in {fields['phase']}" if fields.get("phase") else ""
+                raise GroupFailed(fields.get("status", "runtime error"),
+                                  f"rank {rank}{where}: {fields.get('error')}", rank)
+            if k != kind or fields.get("call") != call:
+                raise GroupFailed("tampering", f"rank {rank} sent an unexpected '{k}' line (call "
+                                               f"{fields.get('call')}) while the judge waited for '{kind}' of call "
+                                               f"{call}", rank)
+            got[rank] = (fields, at)
+            wanted.discard(rank)
+        return [(r, *got[r]) for r in range(self.world)]
+
+    @staticmethod
+    def _report(rank, f):
+        """A rank's report, its fields checked: malformed is tampering (its figures are diagnostics only)."""
+        ok = isinstance(f.get("t0"), int) and isinstance(f.get("t1"), int) and \
+            (f.get("peak") is None or isinstance(f.get("peak"), int)) and \
+            isinstance(f.get("problems"), list) and \
+            all(isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in f["problems"]) \
+            and (f.get("trace") is None or isinstance(f.get("trace"), str))
+        if not ok:
+            raise GroupFailed("tampering", f"rank {rank} sent a malformed report: {json.dumps(f)[:200]}", rank)
+        return f
+
+    def quiet(self):
+        """After a call's figures: no rank may have written anything more (a second `done` or `report`)."""
+        self._quiet("after its done and report")
+
+    def _quiet(self, when="between calls"):
+        """Lines that arrived while no call was running are tampering."""
+        ready, _, _ = select.select(self.fds, [], [], 0)
+        for fd in ready:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                self._died(self.fds.index(fd))
+            self.bufs[fd] += chunk
+        for rank, fd in enumerate(self.fds):
+            if self.bufs[fd]:
+                raise GroupFailed("tampering", f"rank {rank} wrote {when}: {self.bufs[fd][:120]!r}", rank)
+
+    # -- a call
+    def call(self, z, timeout, profile=False):
+        """Run one call on latents `z` (CPU bf16 [1, C, T, h, w]); returns (seconds, read 1 of out, reports,
+        problems found by the judge). The caller checks read 1 and then calls `settled(read1)`."""
+        torch = self.buffers.torch
+        self.calls += 1
+        call, t = self.calls, z.shape[2]
+        n = z.numel()
+        self._quiet()
+        self.buffers.stage(z)
+        out = self._out = self.buffers.out_view(t)
+        self.buffers.poison(out.numel())
+        early = self.decoys.read()          # read in prepare or between calls
+        self.decoys.arm()
+        before = self._mine()
+        verb = "profile" if profile else "go"
+        t0 = CLOCK()
+        self.buffers.place(n)
+        for fd in self.cmds:
+            self._write(fd, f"{verb} {call} {t}\n".encode())
+        arrivals = self._each("done", call, timeout)
+        t1 = max(at for _, _, at in arrivals)
+        read1 = out.clone()
+        self.buffers.settle()
+        reports = [self._report(r, fields) for r, fields, _ in self._each("report", call, STARTUP_S)]
+        problems = []
+        for r in range(self.world):
+            changed = self.buffers.modified(r, n)
+            if changed:
+                problems.append(("input modified", f"rank {r}: {' and '.join(changed)} "
+                                                   f"{'were' if changed[-1] == 'the weights' else 'was'} modified"))
+        new = self._mine() - before
+        if new:
+            problems.append(("tampering", f"processes left running after the call: {sorted(new)}"))
+            procs.kill(new)
+        read = early + self.decoys.read()
+        self.decoys.arm()
+        if read:
+            problems.append(("tampering", f"a rank read the decoy references {read}"))
+        for rep in reports:
+            problems += [tuple(p) for p in rep.get("problems") or []]
+        return (t1 - t0) / 1e9, read1, reports, problems, [(at - t0) / 1e9 for _, _, at in arrivals]
+
+    def settled(self, read1):
+        """Read 2: `out` again, after the figures were computed: any change since read 1 means work went on after
+        `done`."""
+        torch = self.buffers.torch
+        self.buffers.settle()
+        return torch.equal(self._out.view(torch.int16), read1.view(torch.int16))
+
+    def _mine(self):
+        """Live processes this group's ranks started: their descendants, and orphans re-parented to the judge
+        that carry the group's environment."""
+        out = set()
+        for p in self.procs:
+            out |= procs.descendants(p.pid)
+        out |= {pid for pid in procs.descendants() - self.known - out
+                if pid not in Group.ranks and procs.marked(pid, "MASTER_PORT", self.port)}
+        return out
+
+    # -- the end
+    def close(self, graceful=True):
+        if graceful:
+            try:
+                for fd in self.cmds:
+                    self._write(fd, b"quit\n")
+                deadline = time.monotonic() + 20
+                for p in self.procs:
+                    p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        stray = self._mine()
+        Group.ranks.difference_update(p.pid for p in self.procs)
+        for p in self.procs:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        for p in self.procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        procs.kill(stray)
+        procs.reap(stray)
+        for fd in self.fds + self.cmds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        for log in self.logs:
+            log.close()
+        if self.shm is not None:
+            for name in set(os.listdir("/dev/shm")) - self.shm:
+                path = os.path.join("/dev/shm", name)
+                shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else _unlink(path)
+
+    def log_tail(self, rank, n=15):
+        try:
+            with open(self.logs[rank].name) as f:
+                return "".join(f.readlines()[-n:])
+        except (OSError, IndexError, TypeError):
+            return ""
+
+
+def _unlink(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

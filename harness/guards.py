@@ -1,0 +1,64 @@
+"""The rank's own look at itself after each call: which functions of torch, time and builtins were replaced, and
+which threads a call left running.
+
+These run in the rank's process, after the solution was imported, so a solution can defeat them: they are a second
+line only. Nothing the judge decides rests on them alone (the time is the judge's clock, the figures are computed
+from `out` in the judge's process); they give a clearer reason when a solution tampers openly."""
+import threading
+import time
+import builtins
+
+_MISSING = object()
+
+
+def _owners(torch):
+    import torch.distributed
+    import torch.nn.functional
+    owners = {"torch": torch, "torch.nn.functional": torch.nn.functional, "torch.cuda": torch.cuda,
+              "torch.distributed": torch.distributed, "time": time, "builtins": builtins}
+    for cls in torch.Tensor.__mro__:            # Tensor, its C base, object
+        owners[f"{cls.__module__}.{cls.__qualname__}"] = cls
+    return owners
+
+
+def _callables(owner):
+    """{name: value} of what an attribute lookup on `owner` finds, for every callable or class it holds (a class's
+    lookup goes through its bases, so a name added to Tensor that shadows its base's counts as a replacement)."""
+    if isinstance(owner, type):
+        found = {}
+        for cls in reversed(owner.__mro__):
+            found.update(vars(cls))
+    else:
+        found = dict(vars(owner))
+    # Data (flags such as torch.cuda._initialized, caches) changes legitimately; functions and classes do not.
+    return {k: v for k, v in found.items() if callable(v) or isinstance(v, (staticmethod, classmethod, property))}
+
+
+def snapshot(torch):
+    """Taken before the solution is imported."""
+    return {label: _callables(owner) for label, owner in _owners(torch).items()}
+
+
+def replaced(torch, before):
+    """['owner.name', ...] of the functions and classes replaced or removed since `before`."""
+    now = snapshot(torch)
+    out = []
+    for label, names in before.items():
+        cur = now.get(label, {})
+        out += [f"{label}.{k}" for k, v in names.items() if cur.get(k, _MISSING) is not v]
+        out += [f"{label}.{k}" for k in cur.keys() - names.keys() if _shadows(label, k, before)]
+    return sorted(out)
+
+
+def _shadows(label, name, before):
+    # A new callable on a module is usually a lazily imported submodule or helper; on a class it hides a base's.
+    return label not in ("torch", "torch.cuda", "torch.distributed", "torch.nn.functional", "time", "builtins")
+
+
+def threads():
+    return {t.ident for t in threading.enumerate()}
+
+
+def threads_left(before):
+    """Names of the Python threads started since `before` that are still alive."""
+    return [t.name for t in threading.enumerate() if t.ident not in before and t.is_alive()]

@@ -1,0 +1,78 @@
+"""The judge's view of the processes a solution starts: every descendant of the judge, found through /proc, and
+the judge as their subreaper, so that a process a rank detaches (double fork, new session) still ends up a
+descendant of the judge, where it can be seen and killed."""
+import ctypes
+import os
+import signal
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper():
+    """Orphans of the ranks are re-parented to this process instead of init (Linux); False elsewhere."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _parents():
+    out = {}
+    for name in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # The command name may hold spaces and parentheses: the fields after its last ')' are fixed.
+        fields = stat[stat.rindex(b")") + 2:].split()
+        if fields[0] != b"Z":                        # zombies are dead already
+            out[int(name)] = int(fields[1])
+    return out
+
+
+def descendants(root=None):
+    """Live pids below `root` (default: this process)."""
+    root = os.getpid() if root is None else root
+    parents = _parents()
+    children = {}
+    for pid, ppid in parents.items():
+        children.setdefault(ppid, []).append(pid)
+    out, todo = set(), [root]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            if c not in out:
+                out.add(c)
+                todo.append(c)
+    return out
+
+
+def marked(pid, key, value):
+    """Whether process `pid`'s environment holds key=value (how an orphan re-parented to the judge is traced back
+    to the group it came from: each group's ranks have their own MASTER_PORT)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return f"{key}={value}".encode() in f.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def kill(pids):
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def reap(pids):
+    """Collect those of `pids` that are this process's exited children (orphans re-parented here), so they do not
+    linger as zombies; never waits on a child that is not in the list (a Popen's exit code would be lost)."""
+    for pid in pids:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass

@@ -1,0 +1,229 @@
+"""One rank of a solution: `python -m harness.rank CMD_FD RESULT_FD`, started by the judge (harness/group.py).
+
+Before the solution is imported, with nothing of it loaded: read the judge's setup, join the process group, map
+the judge's tensors (weights, latents, out), make the views of every clip length, lock the process down
+(harness/sandbox.py), snapshot the functions of torch, time and builtins. Then import the solution, call prepare,
+and serve the judge's commands, one line each:
+
+    go CALL T        run(z, weights, rank, world, pg, out) on the T-frame views, synchronise every device this
+                     process touched, write `done CALL`; then write `report CALL {...}` (diagnostics)
+    profile CALL T   the same under torch.profiler with the named scopes on; the trace goes to the scratch folder
+    quit
+
+Everything after the import runs beside the solution and is the solution's to change: the judge trusts none of it
+(its clock starts before it writes the latents and stops when every `done` arrives; it reads `out` itself). The
+report's findings can only fail a call, never pass one.
+"""
+import json
+import os
+import pickle
+import struct
+import sys
+import time
+import traceback
+
+CLOCK = time.monotonic_ns   # diagnostics only: the judge keeps the time
+
+
+class Rank:
+    def __init__(self, cmd_fd, res_fd):
+        self.cmd_fd, self.res_fd, self.buf = cmd_fd, res_fd, b""
+        size, = struct.unpack("<Q", self._read_exact(8))
+        self.setup = pickle.loads(self._read_exact(size))
+
+    def _read_exact(self, n):
+        data = b""
+        while len(data) < n:
+            chunk = os.read(self.cmd_fd, n - len(data))
+            if not chunk:
+                raise EOFError("the judge closed the command pipe")
+            data += chunk
+        return data
+
+    def send(self, kind, **fields):
+        data = (kind + " " + json.dumps(fields) + "\n").encode()
+        while data:
+            data = data[os.write(self.res_fd, data):]
+
+    def command(self):
+        while b"\n" not in self.buf:
+            chunk = os.read(self.cmd_fd, 4096)
+            if not chunk:
+                return ["quit"]
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return line.decode().split()
+
+    def start(self):
+        """Everything up to `ready`; False once an error was reported."""
+        s = self.setup
+        # The lock comes first, before torch starts any thread: Landlock before ABI 8 binds only the calling thread
+        # and the threads and children it starts afterwards.
+        from harness import sandbox
+        info = {"rank": s["rank"], "isolation": {"isolation": "none"}}
+        if s["sandbox"]:
+            lock = s["sandbox"]
+            try:
+                reads = sandbox.allowed_reads(exclude=lock["exclude"]) + lock["extra"]
+                # CUDA names its threads through /proc/<pid>/task/<tid>/comm.
+                write = lock["write"] + [f"/proc/{os.getpid()}/task"]
+                info["isolation"] = sandbox.lock(read=reads, write=write, devices=lock["devices"])
+            except sandbox.SandboxError as e:
+                self.send("error", status="harness error", rank=s["rank"], phase="sandbox", error=str(e))
+                return False
+        import torch
+        import torch.distributed as dist
+        import spec
+        import reference  # noqa: F401 (loaded before the solution: it may import it)
+        import loader
+        from harness import buffers, guards
+        self.torch, self.dist, self.guards = torch, dist, guards
+        self.rank, self.world = s["rank"], s["world"]
+        geometry = spec.GEOMETRIES[s["geometry"]]
+        self.cpu = s["device"] == "cpu"
+        if self.cpu:
+            self.device = torch.device("cpu")
+            dist.init_process_group("gloo", init_method="env://", rank=self.rank, world_size=self.world)
+        else:
+            self.device = torch.device("cuda", self.rank)
+            torch.cuda.set_device(self.device)
+            dist.init_process_group("nccl", init_method="env://", rank=self.rank, world_size=self.world,
+                                    device_id=self.device)
+        self.pg = dist.group.WORLD
+        weights, zbuf, outbuf = buffers.attach(s["buffers"], self.device)
+        self.views = buffers.views(zbuf, outbuf, s["frames"], geometry, self.device)
+        info.update(device=str(self.device), torch=torch.__version__)
+        if not self.cpu:
+            info.update(gpu=torch.cuda.get_device_name(self.device), cudnn=torch.backends.cudnn.version(),
+                        nccl=".".join(map(str, torch.cuda.nccl.version())))
+        try:
+            import triton
+            info["triton"] = triton.__version__
+        except ImportError:
+            info["triton"] = None
+        self.snapshot = guards.snapshot(torch)
+        # -- from here on, the solution's code is in this process
+        try:
+            solution = loader.load(s["solution"])
+        except Exception as e:
+            self.send("error", status="load error", rank=self.rank, error=_short(e), trace=traceback.format_exc())
+            return False
+        t0 = time.perf_counter()
+        if solution.prepare is not None:
+            try:
+                prepared = solution.prepare(weights, self.rank, self.world, self.pg)
+                self.sync()
+            except Exception as e:
+                self.send("error", status="runtime error", rank=self.rank, phase="prepare", error=_short(e),
+                          trace=traceback.format_exc())
+                return False
+            if not isinstance(prepared, (list, tuple)) or not all(isinstance(t, torch.Tensor) for t in prepared):
+                self.send("error", status="runtime error", rank=self.rank, phase="prepare",
+                          error=f"prepare returned {type(prepared).__name__}, expected a list of tensors")
+                return False
+            weights = list(prepared)
+        info["prepare_s"] = time.perf_counter() - t0
+        replaced = guards.replaced(torch, self.snapshot)
+        if replaced:
+            self.send("error", status="tampering", rank=self.rank, phase="load or prepare",
+                      error=f"replaced {', '.join(replaced)}")
+            return False
+        self.run, self.weights = solution.run, weights
+        self.send("ready", **info)
+        return True
+
+    def sync(self):
+        """Wait for this rank's device and every other device the process touched (a primary context exists), so
+        work sent to another GPU is inside the call too."""
+        if self.cpu:
+            return
+        torch = self.torch
+        for d in range(torch.cuda.device_count()):
+            if d == self.device.index or torch._C._cuda_hasPrimaryContext(d):
+                torch.cuda.synchronize(d)
+
+    def serve(self):
+        while True:
+            cmd = self.command()
+            if cmd[0] == "quit":
+                return
+            call, t = int(cmd[1]), int(cmd[2])
+            z, out = self.views[t]
+            layout = (out.untyped_storage().data_ptr(), out.data_ptr(), tuple(out.shape), out.stride())
+            threads = self.guards.threads()
+            if not self.cpu:
+                self.torch.cuda.reset_peak_memory_stats(self.device)
+            prof = self.profiler() if cmd[0] == "profile" else None
+            t0 = CLOCK()
+            try:
+                self.run(z, self.weights, self.rank, self.world, self.pg, out)
+                self.sync()
+            except Exception as e:
+                self.send("error", status="runtime error", rank=self.rank, call=call, error=_short(e),
+                          trace=traceback.format_exc())
+                return   # the judge ends the group: peers may be stuck in a collective
+            t1 = CLOCK()
+            self.send("done", call=call)
+            self.report(call, t0, t1, out, layout, threads, prof)
+
+    def report(self, call, t0, t1, out, layout, threads, prof):
+        problems = []
+        left = self.guards.threads_left(threads)
+        if left:
+            problems.append(["tampering", f"rank {self.rank}: threads left running after the call: {left}"])
+        replaced = self.guards.replaced(self.torch, self.snapshot)
+        if replaced:
+            problems.append(["tampering", f"rank {self.rank}: replaced {', '.join(replaced)}"])
+        if (out.untyped_storage().data_ptr(), out.data_ptr(), tuple(out.shape), out.stride()) != layout:
+            problems.append(["incorrect", f"rank {self.rank}: out's storage, shape or strides changed"])
+        trace = None
+        if prof is not None:
+            import reference
+            prof.stop()
+            reference.set_scopes(False)
+            trace = os.path.join(self.setup["scratch"], f"trace-{call}.json")
+            prof.export_chrome_trace(trace)
+        peak = None if self.cpu else self.torch.cuda.max_memory_allocated(self.device)
+        self.send("report", call=call, t0=t0, t1=t1, peak=peak, problems=problems, trace=trace)
+
+    def profiler(self):
+        import reference
+        from torch.profiler import ProfilerActivity, profile
+        reference.set_scopes(True)
+        prof = profile(activities=[ProfilerActivity.CPU] + ([] if self.cpu else [ProfilerActivity.CUDA]))
+        prof.start()
+        return prof
+
+
+def _short(e):
+    text = f"{type(e).__name__}: {e}"
+    return text if len(text) < 2000 else text[:2000] + " ..."
+
+
+def main():
+    cmd_fd, res_fd = int(sys.argv[1]), int(sys.argv[2])
+    rank = None
+    try:
+        rank = Rank(cmd_fd, res_fd)
+        if rank.start():
+            rank.serve()
+    except Exception as e:
+        msg = {"status": "harness error", "rank": getattr(rank, "rank", -1), "error": _short(e),
+               "trace": traceback.format_exc()}
+        try:
+            os.write(res_fd, ("error " + json.dumps(msg) + "\n").encode())
+        except OSError:
+            pass
+    finally:
+        try:
+            if rank is not None and hasattr(rank, "dist"):
+                rank.dist.destroy_process_group()
+        except Exception:
+            pass
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)   # no atexit hooks, no waiting on a solution's threads
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""What a run says: one line per workload as it finishes, the table per solution, the objective, the comparisons,
+and the environment that the JSON records (commit, changed files, GPUs, data manifest, isolation)."""
+import datetime
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import sys
+
+import spec
+from harness import checks
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def environment(args, runner, solutions, geometry, isolation):
+    env = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "host": platform.node(), "python": platform.python_version(), "geometry": geometry.name,
+           "device": "cpu" if runner.cpu else "cuda", "visible_gpus": args.gpus, "isolation": isolation}
+    try:
+        env["commit"] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                                       timeout=10).stdout.strip() or None
+        # Tracked files that differ from that commit: the commit alone does not name what ran (the solutions'
+        # content hashes do).
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                                capture_output=True, text=True, timeout=10).stdout
+        env["changed_since_commit"] = [line[3:] for line in status.splitlines()] if env["commit"] else None
+    except (OSError, subprocess.TimeoutExpired):
+        env["commit"] = env["changed_since_commit"] = None
+    manifest = os.path.join(spec.data_dir(geometry), spec.MANIFEST_FILE)
+    if os.path.exists(manifest):
+        with open(manifest, "rb") as f:
+            env["data_manifest_sha256"] = hashlib.sha256(f.read()).hexdigest()
+    if not runner.cpu:
+        try:
+            q = subprocess.run(["nvidia-smi", "--query-gpu=name,uuid,driver_version,power.limit,clocks.max.sm",
+                                "--format=csv,noheader"], capture_output=True, text=True, timeout=20).stdout
+            env["gpus"] = [dict(zip(("name", "uuid", "driver", "power_limit", "max_sm_clock"),
+                                    [x.strip() for x in line.split(",")])) for line in q.strip().splitlines()]
+        except (OSError, subprocess.TimeoutExpired):
+            env["gpus"] = None
+    env["ranks"] = runner.info
+    env["solutions"] = {s["name"]: {"path": os.path.relpath(s["path"], ROOT) if s["path"].startswith(ROOT)
+                                    else s["path"], "content_hash": s["hash"]} for s in solutions}
+    return env
+
+
+def gib(b):
+    return f"{b / 2**30:.1f}"
+
+
+def line(name, rec, many):
+    who = f"{name} " if many else ""
+    if rec["status"] != "passed":
+        return f"  {who}{rec['workload']:<8} [red]{rec['status']}[/]: {rec['reason']}"
+    t = f"median {rec['median_s']:.4f} s (n={rec['n']}, spread {100 * rec['spread']:.1f}%)" if rec.get("median_s") \
+        else "checked"
+    return f"  {who}{rec['workload']:<8} [green]passed[/] PSNR {rec['psnr_db']:.1f} dB, {t}"
+
+
+def report(console, solutions, results, geometry, cpu):
+    from rich.table import Table
+    out = {"geometry": geometry.name, "device": "cpu" if cpu else "cuda"}
+    per = {}
+    for s in solutions:
+        res = results[s["name"]]
+        table = Table(title=f"{s['name']} ({geometry.name} geometry{', CPU' if cpu else ''})")
+        for col in ("workload", "world", "status", "max|d| / allow", "rms / allow", "PSNR dB", "median s",
+                    "spread", "n", "TFLOP/s", "roofline", "peak GiB"):
+            table.add_column(col, justify="left" if col in ("workload", "status") else "right")
+        for w in spec.WORKLOADS:
+            r = res.get(w)
+            if r is None:
+                continue
+            a = r.get("allowance") or {}
+            table.add_row(
+                w, str(r["world"]), r["status"],
+                f"{r['max_abs']:.3g} / {a['max_abs']:.3g}" if "max_abs" in r else "",
+                f"{r['rms']:.3g} / {a['rms']:.3g}" if "rms" in r else "",
+                f"{r['psnr_db']:.1f}" if "psnr_db" in r else "",
+                f"{r['median_s']:.4f}" if r.get("median_s") else "",
+                f"{100 * r['spread']:.1f}%" if r.get("median_s") else "",
+                str(r.get("n", "")) if r.get("median_s") else "",
+                f"{r['tflops']:.3g}" if r.get("tflops") else "",
+                f"{100 * r['roofline']:.1f}%" if r.get("roofline") else "",
+                gib(max(r["peak_bytes"])) if r.get("peak_bytes") else "")
+        console.print(table)
+        value, complete, n = checks.objective(res, spec.TIMED_WORKLOADS)
+        if value is not None:
+            console.print(f"objective ({s['name']}): geomean of {n} timed medians = [bold]{value:.4f} s[/]"
+                          + ("" if complete else " [yellow](partial: not all nine timed workloads passed)[/]"))
+        else:
+            console.print(f"objective ({s['name']}): none (no timed workload passed)")
+        per[s["name"]] = {"workloads": res, "objective_s": value, "objective_complete": complete,
+                          "objective_workloads": n, "content_hash": s["hash"]}
+    if len(solutions) > 1:
+        base = solutions[0]["name"]
+        lines = []
+        for s in solutions[1:]:
+            for w in spec.WORKLOADS:
+                a, b = results[base].get(w), results[s["name"]].get(w)
+                if a and b and a.get("median_s") and b.get("median_s"):
+                    ratio, v = checks.compare_times(a, b)
+                    lines.append({"workload": w, "solution": s["name"], "baseline": base, "time_ratio": ratio,
+                                  "verdict": f"{base} {v}"})
+                    console.print(f"  {w:<8} {s['name']} takes {ratio:.2f}x the time of {base}: {base} {v}")
+        out["comparisons"] = lines
+        out["solutions"] = per
+    else:
+        out.update(per[solutions[0]["name"]])
+    return out

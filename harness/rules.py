@@ -1,0 +1,376 @@
+"""audit.py's rules: one table, one row per rule (why it exists, how a finding names it, the Python names and
+attributes it bans, its C/C++ patterns), the lookups derived from it, and the record of a finding.
+
+A Python dotted name is decided by the longest entry that covers it (see names.lookup): an exact entry, else
+`prefix.*` (members of prefix not listed), else `prefix` itself (a banned module bans its members). ALLOWED lists
+the names that are fine, so that a wider entry does not catch them.
+"""
+import dataclasses
+import re
+
+import spec
+
+
+@dataclasses.dataclass(frozen=True)
+class Cpp:
+    kind: str                   # "include": the header name of #include lines; "text": the code, comments blanked
+    regex: re.Pattern
+    reason: str
+    in_strings: bool = True     # also applied to C/C++ source inside Python strings
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    name: str
+    reason: str                 # why the rule exists (`python audit.py --rules`)
+    phrase: str = ""            # how a finding names what the rule forbids
+    names: tuple = ()           # Python dotted names: modules, members, `prefix.*`
+    attributes: tuple = ()      # attribute names that are findings on any object (and as exact string constants)
+    bare_names: tuple = ()      # identifiers that are findings wherever they appear (`__builtins__`)
+    definitions: tuple = ()     # names whose definition (def) is a finding (`__del__`)
+    cpp: tuple = ()             # Cpp patterns over C/C++/CUDA text
+    notes: dict = dataclasses.field(default_factory=dict)   # entry -> a phrase more precise than `phrase`
+
+
+def calls(names):
+    """A regex for calls of C functions: bare, `::name(` or `std::name(`; not `obj.name(`, `p->name(`, `ns::name(`."""
+    return r"(?:(?<![\w:])(?:std\s*)?::\s*|(?<![\w.>:]))(?:" + names + r")\s*\("
+
+
+# Narrow formats. In Python identifiers `float4` is a dtype; in C++ it is CUDA's 4-vector, so the text pattern
+# (also used for Python strings, which may hold CUDA source) names the formats by their exponent/mantissa split.
+_NARROW_COMMON = (r"e4m3|e5m2|e2m1|e3m2|e2m3|e8m0|nvfp4|nvf4|mxfp|mxf[468]|f8f6f4|_scaled_mm|_int_mm|"
+                  r"int[48]pack_mm|quantize_per_")
+NARROW_PY = re.compile(r"(?i)(float8|fp8|float6|fp6|float4|fp4)(?!\d)|(?<![a-z0-9])q(u)?int\d|"
+                       r"(?<![a-z0-9])u?int[2-7](?!\d)|quantize|fake_quant|(char|byte)tensor|"
+                       r"(float|double|half|bfloat16)2u?(int|ll|short|char)_r[nzdu]|" + _NARROW_COMMON)
+NARROW_TEXT = re.compile(r"(?i)(fp8|fp6|fp4|float8)(?!\d)|__nv_fp|dp4a|dp2a|\.[su][48]\.[su][48]|\.b1\.b1|"
+                         r"precision::(s4|u4|b1)|kind::i8|\bu?int[1-4]b_t\b|\bbin1_t\b|" + _NARROW_COMMON)
+# torch's private switches of the dispatcher and of function/dispatch modes, on any object.
+ATTR_PATTERN = re.compile(r"^_(dispatch_|set_torch_function|set_torch_dispatch|push_on_torch|pop_torch|"
+                          r"enable_torch|disable_torch|python_dispatch)")
+_FILE_IO = spec.RULES["file-io"]
+
+TABLE = (
+    Rule("file-io", _FILE_IO["why"], "touches files",
+         names=("builtins.open", "builtins.input", "io.*", "os.*", "sys.stdin",
+                "os.path.exists", "os.path.lexists", "os.path.isfile", "os.path.isdir", "os.path.islink",
+                "os.path.ismount", "os.path.isjunction", "os.path.isdevdrive", "os.path.getsize", "os.path.getmtime",
+                "os.path.getatime", "os.path.getctime", "os.path.samefile", "os.path.sameopenfile",
+                "os.path.samestat", "os.path.realpath",
+                "pathlib", "shutil", "tempfile", "glob", "mmap", "pickle", "shelve", "marshal", "dbm", "sqlite3",
+                "fileinput", "filecmp", "zipfile", "tarfile", "gzip", "bz2", "lzma", "linecache", "fcntl", "pwd",
+                "grp", "codecs.open", "tokenize.open", "logging.FileHandler", "logging.handlers",
+                "logging.basicConfig",
+                "numpy.load", "numpy.save", "numpy.savez", "numpy.savez_compressed", "numpy.fromfile",
+                "numpy.memmap", "numpy.loadtxt", "numpy.savetxt", "numpy.genfromtxt", "numpy.fromregex",
+                "numpy.lib.format", "numpy.lib.npyio", "numpy.DataSource",
+                "torch.load", "torch.save", "torch.from_file", "torch.serialization", "torch.package", "torch.hub",
+                "torch.jit.load", "torch.jit.save", "torch.distributed.checkpoint", "torch.distributed.FileStore",
+                "torch.utils.tensorboard", "safetensors", "h5py", "dill", "cloudpickle", "joblib",
+                # well-known readers in third-party packages (a static audit cannot list them all)
+                "PIL.Image.open", "cv2.imread", "cv2.imwrite", "cv2.VideoCapture", "cv2.VideoWriter", "imageio",
+                "torchaudio.load", "torchaudio.save", "pandas.read_csv", "pandas.read_pickle", "pandas.read_parquet",
+                "huggingface_hub", "diffusers.utils.load_image", "diffusers.utils.load_video",
+                "diffusers.utils.export_to_video", "diffusers.utils.export_to_gif"),
+         attributes=("__loader__", "__spec__", "tofile", "from_file", "read_text", "read_bytes", "write_text",
+                     "write_bytes", "cuModuleLoad", "from_pretrained", "save_pretrained"),
+         bare_names=("__loader__", "__spec__"),
+         cpp=(Cpp("include", re.compile(_FILE_IO["include"]), "includes a file-access header"),
+              Cpp("text", re.compile(_FILE_IO["text"]), "accesses a file (spec.RULES['file-io'])"),
+              Cpp("include", re.compile(r"(^|/)(cufile\.h|dirent\.h|sys/stat\.h|sys/sendfile\.h|sys/inotify\.h)$"),
+                  "includes a file-access header"),
+              Cpp("text", re.compile(r"#\s*embed\b|__has_embed|\bincbin\b"), "embeds a file at build time"),
+              Cpp("text", re.compile(calls(
+                  r"open|openat|open64|creat|read|write|pread64|pwrite64|close|lseek|unlink|unlinkat|rename|"
+                  r"renameat2?|truncate|ftruncate|mkdir|rmdir|opendir|readdir|stat|lstat|fstat|access|readlink|"
+                  r"symlink|chdir|dup[23]?|pipe2?|mkfifo|memfd_create|sendfile|tmpfile|tmpnam|mkstemp|mkdtemp")),
+                  "calls a POSIX file function"),
+              Cpp("text", re.compile(r"\bcuFile\w*|\bcuModuleLoad\s*\(|\bcu(da)?LibraryLoadFromFile|\bcuLinkAddFile"),
+                  "loads a file through CUDA"))),
+    Rule("network", "a solution talks to no other machine or process: a connection could fetch answers or report to "
+                    "an accomplice", "opens connections",
+         names=("socket", "ssl", "select", "selectors", "urllib", "urllib3", "http", "requests", "httpx", "aiohttp",
+                "ftplib", "smtplib", "poplib", "imaplib", "nntplib", "telnetlib", "socketserver", "xmlrpc",
+                "websocket", "websockets", "grpc", "zmq", "paramiko", "torch.distributed.rpc",
+                "torch.distributed.TCPStore"),
+         cpp=(Cpp("include", re.compile(r"(^|/)(sys/socket\.h|netinet/.*|arpa/inet\.h|netdb\.h|sys/un\.h|curl/.*)$"),
+                  "includes a network header"),
+              Cpp("text", re.compile(calls(r"socket|getaddrinfo|gethostbyname|inet_pton|inet_addr") + r"|\bcurl_\w+"),
+                  "opens connections"))),
+    Rule("process", "work outside the calling thread (processes, threads, signal and exit hooks, finalizers, load-time "
+                    "constructors) can escape the timer, outlive run() or forge a rank's result",
+         "starts processes or threads, or acts outside the call",
+         names=("subprocess", "multiprocessing", "threading", "_thread", "concurrent", "asyncio", "signal", "atexit",
+                "pty", "psutil", "sh", "pexpect", "ray", "dask", "webbrowser", "_xxsubinterpreters", "_interpreters",
+                "interpreters", "weakref.finalize", "builtins.exit", "builtins.quit", "sys.exit",
+                "torch.multiprocessing", "torch.jit.fork", "torch.jit._fork", "torch.distributed.elastic",
+                "torch.distributed.launcher", "torch.distributed.run", "torch.distributed.launch",
+                "torch.utils.data.DataLoader",
+                "os.system", "os.popen", "os.fork", "os.forkpty", "os.execl", "os.execle", "os.execlp", "os.execlpe",
+                "os.execv", "os.execve", "os.execvp", "os.execvpe", "os.spawnl", "os.spawnle", "os.spawnlp",
+                "os.spawnlpe", "os.spawnv", "os.spawnve", "os.spawnvp", "os.spawnvpe", "os.posix_spawn",
+                "os.posix_spawnp", "os.kill", "os.killpg", "os._exit", "os.abort", "os.wait", "os.wait3", "os.wait4",
+                "os.waitpid", "os.waitid", "os.register_at_fork", "os.nice", "os.setsid", "os.setpgid",
+                "os.pidfd_open", "os.startfile", "os.sched_setaffinity"),
+         definitions=("__del__",),
+         cpp=(Cpp("include", re.compile(r"(^|/)(thread|future|pthread\.h|unistd\.h|spawn\.h|signal\.h|csignal|"
+                                        r"sys/wait\.h|sys/syscall\.h|sys/ptrace\.h)$"),
+                  "includes a process or thread header"),
+              Cpp("text", re.compile(
+                  r"\bstd\s*::\s*(thread|jthread|async)\b|\bpthread_\w+|" + calls(
+                      r"system|popen|fork|vfork|execl|execle|execlp|execv|execve|execvp|execvpe|fexecve|posix_spawnp?|"
+                      r"kill|killpg|signal|sigaction|atexit|at_quick_exit|on_exit|daemon|_exit|_Exit|quick_exit") +
+                  r"|\bsyscall\b|\bsysenter\b|\bint\s+\$?0x80\b|"
+                  r"__attribute__\s*\(\(\s*(constructor|destructor)|\[\[\s*gnu\s*::\s*(constructor|destructor)|"
+                  r"\.(init_array|fini_array|ctors|dtors)\b"),
+                  "starts processes or threads, or runs code outside the call"))),
+    Rule("environment", "environment variables and argv are the harness's channel, not an input: seeds, paths and "
+                        "flags must not steer a solution", "reads or changes the environment",
+         names=("os.environ", "os.environb", "os.getenv", "os.getenvb", "os.putenv", "os.unsetenv",
+                "os.path.expanduser", "os.path.expandvars", "sys.argv", "sys.orig_argv", "getpass", "dotenv"),
+         cpp=(Cpp("text", re.compile(r"\b(getenv|secure_getenv|setenv|putenv|unsetenv|clearenv|environ|__environ)\b"),
+                  "reads or changes the environment"),)),
+    Rule("foreign-code", "code the audit cannot read (ctypes, dlopen, importlib, exec/eval/compile of text, C++ built "
+                         "or Python run from C++ at run time) would run unaudited", "runs code the audit cannot read",
+         names=("ctypes", "cffi", "_cffi_backend", "cppyy", "importlib", "imp", "pkgutil", "runpy", "zipimport",
+                "code", "codeop", "site", "distutils", "setuptools", "py_compile", "compileall", "timeit", "doctest",
+                "types.CodeType", "builtins.exec", "builtins.eval", "builtins.compile", "builtins.__import__",
+                "torch.ops.load_library", "torch.classes.load_library", "torch.utils.cpp_extension",
+                "numpy.ctypeslib", "torch.cuda.memory.CUDAPluggableAllocator", "torch.cuda.CUDAPluggableAllocator",
+                "torch.cuda.memory.change_current_allocator", "torch.cuda.change_current_allocator", "sys.path",
+                "sys.meta_path", "sys.path_hooks", "sys.path_importer_cache"),
+         attributes=("load_library", "__import__"),
+         cpp=(Cpp("include", re.compile(r"(^|/)(dlfcn\.h|windows\.h|pybind11/embed\.h|pybind11/eval\.h|nvrtc\.h|"
+                                        r"nvJitLink\.h)$"), "includes a dynamic-loading or JIT header"),
+              Cpp("text", re.compile(
+                  r"\b(dlopen|dlmopen|dlsym|dlvsym|LoadLibrary\w*|GetProcAddress|cdll|CDLL)\b|"
+                  r"\bPy(Import|Run|Eval)_\w+|\bPy_CompileString\w*|\bPyObject_(GetAttr|SetAttr|GenericGetAttr)\w*|"
+                  r"\bmodule_?\s*::\s*import\b|\b(py|pybind11)\s*::\s*(eval|exec|eval_file|globals)\b|\.attr\s*\(|"
+                  r"\bnvrtc\w+|\bnvJitLink\w+|\bcuModuleLoadData\w*|\bcuLinkCreate\w*"),
+                  "loads code at run time or reaches Python from C++"))),
+    Rule("monkeypatch", "changing another module's state (torch, time, builtins, spec, operator kernels, torch's "
+                        "private bindings torch._C) can fake timings or checks and outlives the call",
+         "changes another module's state",
+         names=("builtins", "builtins.setattr", "builtins.delattr", "sys.modules", "sys.addaudithook",
+                "sys.displayhook", "sys.excepthook", "sys.unraisablehook", "sys.breakpointhook",
+                "torch.library.Library", "torch.library.impl", "torch.library._impl", "torch.library.register_kernel",
+                "torch.library.fallthrough_kernel", "torch.overrides", "torch.utils._python_dispatch",
+                "torch.set_default_dtype", "torch.set_default_device", "torch.set_default_tensor_type",
+                "torch.set_float32_matmul_precision", "torch.set_flush_denormal", "torch.use_deterministic_algorithms",
+                "torch._ops", "torch._library", "torch._C", "unittest", "mock", "pytest", "operator.setitem",
+                "operator.delitem"),
+         attributes=("__builtins__", "__setattr__", "__delattr__", "__torch_function__", "__torch_dispatch__",
+                     "py_impl", "py_kernels", "_C"),
+         bare_names=("__builtins__",),
+         definitions=("__torch_function__", "__torch_dispatch__"),
+         cpp=(Cpp("text", re.compile(
+             r"\bTORCH_LIBRARY(_IMPL|_FRAGMENT)?\s*\(\s*(aten|prims?|c10d|_c10d_functional)\b|"
+             r"\bc10\s*::\s*Dispatcher\b|\bregisterFallback\b|"
+             r"\b(mprotect|mremap|process_vm_readv|process_vm_writev|ptrace|dl_iterate_phdr)\b|--wrap\b|\b__libc_\w+"),
+             "overrides operators or patches the process's code or memory"),),
+         notes={"torch._C": "reaches torch's private C bindings", "_C": "reaches private C bindings (torch._C)"}),
+    Rule("state", "run() keeps nothing between calls: a result kept in a module-level variable, a global, a mutable "
+                  "default argument, a function's attribute or a memo could replay an earlier call's answer",
+         "keeps state between calls",
+         names=("functools.cache", "functools.lru_cache", "functools.cached_property")),
+    Rule("harness-import", "solutions import spec and reference only: the harness (bench, loader, audit, ci, bounds, "
+                           "data, harness, tests) is the judge, not a library", "is the harness"),
+    Rule("introspection", "frames, the garbage collector and namespaces-as-dicts reach the harness's objects (the "
+                          "reference among them) past the interface", "reaches interpreter internals",
+         names=("gc", "inspect", "traceback", "dis", "tracemalloc", "faulthandler", "pdb", "bdb", "trace", "cProfile",
+                "profile", "sys.*", "builtins.globals", "builtins.locals", "builtins.vars", "builtins.breakpoint"),
+         attributes=("__globals__", "__code__", "__closure__", "cell_contents", "__subclasses__", "__self__",
+                     "__dict__", "__traceback__", "f_back", "f_locals", "f_globals", "f_builtins", "f_code",
+                     "tb_frame", "tb_next", "gi_frame", "gi_code", "cr_frame", "cr_code", "ag_frame", "ag_code")),
+    Rule("dynamic-name", "a name built at run time (getattr of a computed string, a format string's attribute "
+                         "fields, `import *`, C++ token pasting, a computed #include) hides what is called from a "
+                         "static check", "names its target at run time",
+         names=("builtins.getattr", "operator.attrgetter", "operator.methodcaller", "string.Formatter", "_string"),
+         attributes=("__getattribute__",),
+         cpp=(Cpp("text", re.compile(r"##"), "token pasting builds identifiers the audit cannot read",
+                  in_strings=False),)),
+    Rule("narrow-numerics", "the task's numerics are bf16 weights and activations with fp32 accumulation, nothing "
+                            "narrower: fp8/fp6/fp4, MX/NV block formats, int8/int4 casts and quantized matmuls, and "
+                            "quantize/dequantize arithmetic (rounding values to a coarse grid) are narrower",
+         "is narrower than bf16",
+         names=("torch.ao", "torch.quantization", "torchao", "bitsandbytes", "torch.nn.quantized",
+                "torch.nn.quantizable", "torch.nn.intrinsic", "torch.nn.qat", "torch.round", "torch.round_",
+                "torch.frexp", "torch.ldexp", "torch.ldexp_", "torch.special.round", "numpy.round", "numpy.around",
+                "numpy.rint", "numpy.frexp", "numpy.ldexp", "math.frexp", "math.ldexp"),
+         attributes=("round", "round_", "__round__", "frexp", "ldexp", "ldexp_", "rint", "nearbyint", "char", "byte"),
+         cpp=(Cpp("text", NARROW_TEXT, "uses a number format narrower than bf16"),
+              Cpp("text", re.compile(r"\b(at|torch|c10|ScalarType)\s*::\s*(k?Q?U?Int8|kChar|kByte|Char|Byte|"
+                                     r"QU?Int4x2|QU?Int2x4)\b"), "uses an 8-bit integer dtype"),
+              Cpp("text", re.compile(calls(r"roundf?|rintf?|nearbyintf?|l?l?rintf?|l?l?roundf?|frexpf?|ldexpf?") +
+                                     r"|\b__(float|half|bfloat16|double)2u?(int|ll|short|char)_r[nzdu]\b|"
+                                     r"\bcvt\.r[nzmp]i\b"), "rounds values to integers (quantize/dequantize)")),
+         notes={**dict.fromkeys(("round", "round_", "__round__", "rint", "nearbyint", "torch.round", "torch.round_",
+                                 "torch.special.round", "numpy.round", "numpy.around", "numpy.rint"),
+                                "rounds to a coarse grid (quantize/dequantize), narrower than bf16"),
+                **dict.fromkeys(("frexp", "ldexp", "ldexp_", "torch.frexp", "torch.ldexp", "torch.ldexp_",
+                                 "numpy.frexp", "numpy.ldexp", "math.frexp", "math.ldexp"),
+                                "splits mantissa from exponent (quantize/dequantize), narrower than bf16"),
+                "char": "casts to int8, narrower than bf16", "byte": "casts to uint8, narrower than bf16"}),
+    Rule("unaudited-file", "every file of a solution must be a source the audit reads: compiled modules, data files, "
+                           "bytecode that differs from its source, sources outside the solution or that do not parse "
+                           "would load unaudited", "is not audited"),
+    Rule("allowance", "an allowance silences a reviewed false positive only with its reason; a malformed one, or one "
+                      "naming no rule, is itself a finding"),
+)
+
+# The names that are fine, so that a wider entry above does not catch them.
+ALLOWED = (
+    "os", "os.path", "sys", "io", "builtins.*", "io.BytesIO", "io.StringIO",
+    "os.sep", "os.linesep", "os.name", "os.curdir", "os.pardir", "os.extsep", "os.altsep", "os.pathsep",
+    "os.devnull", "os.cpu_count", "os.process_cpu_count", "os.sched_getaffinity", "os.getpid", "os.fspath",
+    "os.fsencode", "os.fsdecode", "os.PathLike", "os.strerror", "os.urandom",
+    "sys.version", "sys.version_info", "sys.hexversion", "sys.implementation", "sys.platform",
+    "sys.byteorder", "sys.maxsize", "sys.maxunicode", "sys.float_info", "sys.int_info", "sys.hash_info",
+    "sys.float_repr_style", "sys.stdout", "sys.stderr", "sys.getrecursionlimit", "sys.setrecursionlimit",
+    "sys.getsizeof", "sys.getrefcount", "sys.getdefaultencoding", "sys.getfilesystemencoding",
+    "sys.intern", "sys.is_finalizing", "sys.executable", "sys.exc_info", "sys.exception", "sys.flags")
+
+# The narrow-numerics rule's arithmetic: dtypes no value may be cast to, the integer dtypes whose cast of a quotient
+# rounds it, the rounding functions that snap to a grid when a scale is applied, and the clamp bounds of narrow
+# formats (int8, uint8, int4, uint4, fp8 e4m3 and e5m2, fp4 e2m1).
+NARROW_DTYPES = ("torch.int8", "torch.uint8", "torch.qint8", "torch.quint8", "torch.qint32", "torch.quint4x2",
+                 "torch.quint2x4", "triton.language.int8", "triton.language.uint8", "numpy.int8", "numpy.uint8",
+                 "int8", "uint8")
+INT_DTYPES = ("torch.int16", "torch.int32", "torch.int64", "torch.long", "torch.int", "torch.short",
+              "triton.language.int16", "triton.language.int32", "triton.language.int64", "numpy.int16",
+              "numpy.int32", "numpy.int64")
+INT_CASTS = ("int", "long", "short")         # tensor methods
+FLOORS = ("floor", "floor_", "ceil", "ceil_", "trunc", "trunc_", "fix", "fix_")
+DIVIDES = ("div", "div_", "divide", "divide_", "true_divide", "true_divide_")
+MULTIPLIES = ("mul", "mul_", "multiply", "multiply_")
+CLAMPS = ("clamp", "clamp_", "clip", "clip_")
+NARROW_RANGES = ((-128, 127), (-127, 127), (0, 255), (-8, 7), (-7, 7), (0, 15), (-448, 448), (-57344, 57344),
+                 (-6, 6))
+NARROW_LIMITS = (127, 128, 255, 448, 57344)   # a lone clamp bound of these magnitudes names a narrow range too
+
+# The harness and the project, by top-level module name.
+HARNESS = {"bench", "loader", "audit", "ci", "bounds", "data", "harness", "tests", "conftest"}
+PROJECT = ("spec", "reference")   # the repository modules a solution may import
+
+# Private or platform spellings of the modules above.
+MODULE_ALIASES = {
+    "posix": "os", "nt": "os", "posixpath": "os.path", "ntpath": "os.path", "genericpath": "os.path",
+    "_io": "io", "_pyio": "io", "_pickle": "pickle", "_compat_pickle": "pickle", "_socket": "socket",
+    "_ssl": "ssl", "_signal": "signal", "_ctypes": "ctypes", "_imp": "importlib", "_frozen_importlib": "importlib",
+    "_frozen_importlib_external": "importlib", "_posixsubprocess": "subprocess", "_multiprocessing":
+    "multiprocessing", "_sqlite3": "sqlite3", "_posixshmem": "mmap", "_tracemalloc": "tracemalloc",
+    "_operator": "operator", "_winapi": "subprocess",
+}
+# Module names that, met inside a longer dotted name (`torch.os.system`, `self.os.environ`), are read again from
+# there: packages re-export the modules they import.
+SENSITIVE = {"os", "sys", "io", "subprocess", "pickle", "marshal", "shelve", "ctypes", "cffi", "importlib",
+             "builtins", "socket", "shutil", "pathlib", "tempfile", "glob", "mmap", "threading", "_thread",
+             "multiprocessing", "inspect", "gc", "asyncio", "atexit", "runpy", "pkgutil", "zipimport", "fcntl",
+             "urllib", "http", "requests", *MODULE_ALIASES}
+# Methods that change the object they are called on (besides tensors' in-place `name_` methods).
+MUTATORS = {"update", "clear", "pop", "popitem", "setdefault", "append", "extend", "insert", "remove", "discard",
+            "__setitem__", "__delitem__"}
+
+# ---------------------------------------------------------------------------------------------------------------
+# Derived lookups.
+
+RULES = {r.name: r.reason for r in TABLE}                      # name -> why, in table order
+PHRASE = {r.name: r.phrase for r in TABLE if r.phrase}
+NAMES = {**{n: None for n in ALLOWED}, **{n: r.name for r in TABLE for n in r.names}}
+ATTRS = {a: r.name for r in TABLE for a in r.attributes}
+NAME_RULES = {n: r.name for r in TABLE for n in r.bare_names}
+DEF_RULES = {n: r.name for r in TABLE for n in r.definitions}
+NOTES = {(r.name, entry): note for r in TABLE for entry, note in r.notes.items()}
+# (rule, kind, regex, reason) over C/C++ text; CPP_ONLY_RULES are not applied to source text in Python strings.
+CPP_RULES = [(r.name, c.kind, c.regex, c.reason) for r in TABLE for c in r.cpp if c.in_strings]
+CPP_ONLY_RULES = [(r.name, c.kind, c.regex, c.reason) for r in TABLE for c in r.cpp if not c.in_strings]
+
+
+def lookup(q):
+    """(entry, rule) of the NAMES entry that decides dotted name q; (None, None) when none does."""
+    parts = q.split(".")
+    for i in range(len(parts), 0, -1):
+        p = ".".join(parts[:i])
+        if i == len(parts):
+            if p in NAMES:
+                return p, NAMES[p]
+        elif p + ".*" in NAMES:
+            return p + ".*", NAMES[p + ".*"]
+        elif p in NAMES:
+            return p, NAMES[p]
+    return None, None
+
+
+def phrase(rule, entry=None):
+    """How a finding of `rule` names what it forbids: the entry's own note, else the rule's phrase."""
+    return NOTES.get((rule, entry)) or PHRASE[rule]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Findings, and the allowances that silence them.
+
+_ALLOW = re.compile(r"audit:\s*allow\b(?P<body>.*)$")
+
+
+@dataclasses.dataclass
+class Finding:
+    file: str           # relative to the solution directory (or the file's name, for a one-file solution)
+    line: int           # 1-based; 0 for a whole file
+    rule: str
+    reason: str
+    text: str = ""      # the source line
+    allowance: str = ""  # for findings in Report.allowed: the allowance comment's reason
+
+
+class Unit:
+    """One file's findings and allowance comments."""
+
+    def __init__(self, rel, text=""):
+        self.rel, self.lines = rel, text.splitlines()
+        self.findings, self.comments = [], []   # comments: (line, text) of every comment, for allowances
+        self.seen = set()
+
+    def add(self, line, rule, reason):
+        if (line, rule) not in self.seen:       # one finding per rule and line
+            self.seen.add((line, rule))
+            self.findings.append(Finding(self.rel, line, rule, reason, self.text(line)))
+
+    def text(self, line):
+        return self.lines[line - 1].strip()[:160] if 0 < line <= len(self.lines) else ""
+
+    def settle(self, findings, allowed, warnings):
+        """Sort this file's findings into `findings` and `allowed` by its allowance comments; an allowance that
+        silences nothing goes to `warnings`, a malformed one is itself a finding."""
+        allowances = {}      # line -> [[rules, reason, rules used]]
+        for line, comment in self.comments:
+            m = _ALLOW.search(comment)
+            if not m:
+                continue
+            body = m.group("body").strip().rstrip("*/").strip()
+            rules_text, _, reason = body.partition("--")
+            rules = [r for r in re.split(r"[,\s]+", rules_text.strip()) if r]
+            reason = reason.strip()
+            unknown = [r for r in rules if r not in RULES or r == "allowance"]
+            if not rules or unknown:
+                self.add(line, "allowance", f"allowance names no rule: {', '.join(unknown) or '(none)'} "
+                                            f"(`audit: allow RULE -- reason`; rules: python audit.py --rules)")
+                continue
+            if not reason:
+                self.add(line, "allowance", f"allowance for {', '.join(rules)} without a reason "
+                                            f"(`audit: allow {rules[0]} -- why this is fine`)")
+                continue
+            allowances.setdefault(line, []).append([rules, reason, set()])
+        for f in self.findings:
+            match = next((a for a in allowances.get(f.line, []) if f.rule in a[0] and f.rule != "allowance"), None)
+            if match:
+                match[2].add(f.rule)
+                allowed.append(dataclasses.replace(f, allowance=match[1]))
+            else:
+                findings.append(f)
+        for line, entries in allowances.items():
+            for rules, reason, used in entries:
+                for r in rules:
+                    if r not in used:
+                        warnings.append(Finding(self.rel, line, "allowance", f"unused: no `{r}` finding on this line",
+                                                self.text(line), reason))

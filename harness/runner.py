@@ -1,0 +1,188 @@
+"""bench's plan: workloads by world, solutions interleaved call by call within a workload, each call judged here.
+
+Timed calls repeat until the standard error of the median is under 0.5% of it (about a 1% half-width at 95%)
+after at least --min-reps, or until --time-cap seconds of calls, or --max-reps; warm-up calls (checked like the rest)
+come first. The working set (GBs) is far beyond L2, so no cache flush between calls."""
+import json
+import os
+import shutil
+
+import spec
+from harness import checks, profile
+from harness.group import STARTUP_S, Group, GroupFailed
+
+
+def call_timeout(latent_frames, world, geometry, cpu, scale=1.0, first=False):
+    """Seconds a call may take before it is a timeout: generous, from the decode's FLOPs at a slow rate (the first
+    call of a process also gets the time for autotuning and compiling)."""
+    flops = spec.decode_flops(latent_frames, geometry) / world
+    rate = 2e9 if cpu else 20e12   # fp32-ish worst cases: a 2-core CPU, an unoptimised GPU decode
+    return scale * (60.0 + flops / rate + (STARTUP_S if first else 0.0))
+
+
+def judged(group, z, ref, allow, timeout, device, profile_call=False):
+    """One call on latents z, judged in this process: {"time_s", "status", "reason", "figures", ...}.
+    ref: the fp32 decode of z (fp16, CPU); allow: {"max_abs", "rms"}."""
+    seconds, read1, reports, problems, arrivals = group.call(z, timeout, profile=profile_call)
+    figs = checks.figures(read1, ref, device)
+    problems = list(problems)
+    status, reason = checks.judge(figs, allow)
+    if status != "passed":
+        problems.append((status, reason))
+    if not group.settled(read1):
+        problems.append(("tampering", "out changed after done: a rank reported done before its work was finished"))
+    group.quiet()
+    status, reason = checks.worst(problems)
+    video = read1.numel() * 2
+    peaks = [None if r.get("peak") is None else r["peak"] + z.numel() * 2 + (video if i == 0 else 0)
+             for i, r in enumerate(reports)]
+    return {"time_s": seconds, "status": status, "reason": reason, "figures": figs, "done_s": arrivals,
+            "rank_s": [(r["t1"] - r["t0"]) / 1e9 for r in reports], "peak_bytes": peaks,
+            "traces": [r.get("trace") for r in reports]}
+
+
+class Runner:
+    def __init__(self, args, solutions, geometry, cpu, console, run, sampler):
+        self.args, self.solutions, self.geometry, self.cpu, self.console = args, solutions, geometry, cpu, console
+        self.run, self.sampler = run, sampler
+        self.groups, self.info = {}, {}
+        self.device = "cpu" if cpu else "cuda:0"
+
+    def group(self, sol, world, frames):
+        key = (sol["path"], world)
+        if key not in self.groups:
+            self.groups[key] = Group(sol["desc"], world, self.geometry, self.cpu, self.run.buffers, self.run,
+                                     frames, self.run.lock)
+            self.info.setdefault(sol["name"], self.groups[key].info)
+        return self.groups[key]
+
+    def drop(self, sol, world, graceful=False):
+        g = self.groups.pop((sol["path"], world), None)
+        if g is not None:
+            g.close(graceful)
+
+    def run_workload(self, workload, frames, progress):
+        """Every solution's calls at one workload; returns {solution name: record}."""
+        e = spec.WORKLOADS[workload]
+        world, timed, clip = e["world"], e["timed"], e["clip"]
+        t = spec.CLIPS[clip]["latent_frames"]
+        allow = spec.allowance(clip, self.geometry)
+        z = spec.make_inputs(workload, "cpu", self.geometry)[0]
+        ref = spec.load_reference(clip, self.geometry)
+        records, active = {}, []
+        for sol in self.solutions:
+            rec = {"workload": workload, "world": world, "clip": clip, "timed": timed, "status": None,
+                   "passed": False, "reason": None, "allowance": allow, "calls": [], "samples_s": []}
+            records[sol["name"]] = rec
+            if sol.get("build_error"):
+                rec.update(status="build error", reason=sol["build_error"])
+                continue
+            try:
+                self.group(sol, world, frames)
+            except GroupFailed as err:
+                self.fail(sol, world, rec, err)
+                continue
+            active.append(sol)
+        warmups = self.args.warmup if timed else 0
+        spent = {s["name"]: 0.0 for s in active}
+        task = progress.add_task(workload, total=(warmups + (self.args.min_reps if timed else 1)) * max(1, len(active)))
+        while active:
+            for sol in list(active):
+                rec = records[sol["name"]]
+                warm = len(rec["calls"]) < warmups
+                timeout = call_timeout(t, world, self.geometry, self.cpu, self.args.timeout_scale,
+                                       first=not rec["calls"])
+                self.sampler.start(world)
+                try:
+                    call = judged(self.groups[(sol["path"], world)], z, ref, allow, timeout, self.device)
+                except GroupFailed as err:
+                    self.sampler.stop()
+                    self.fail(sol, world, rec, err)
+                    active.remove(sol)
+                    continue
+                call.update(warmup=warm, clocks=self.sampler.stop())
+                rec["calls"].append(call)
+                spent[sol["name"]] += call["time_s"]
+                progress.advance(task)
+                if call["status"] != "passed":
+                    rec.update(status=call["status"], reason=call["reason"])
+                    active.remove(sol)
+                    continue
+                if not warm and timed:
+                    rec["samples_s"].append(call["time_s"])
+                if self.finished(rec, timed, spent[sol["name"]]):
+                    rec.update(status="passed", passed=True)
+                    active.remove(sol)
+                    if self.args.profile:
+                        self.profile_call(sol, world, workload, rec, z, ref, allow)
+        progress.remove_task(task)
+        for rec in records.values():
+            self.summarise(rec)
+        return records
+
+    def profile_call(self, sol, world, workload, rec, z, ref, allow):
+        """One more call (checked, not counted) under the profiler with the named scopes on."""
+        os.makedirs(self.args.profile, exist_ok=True)
+        prefix = os.path.abspath(os.path.join(self.args.profile, f"{sol['name']}-{workload}"))
+        timeout = 3 * call_timeout(z.shape[2], world, self.geometry, self.cpu, self.args.timeout_scale)
+        try:
+            call = judged(self.groups[(sol["path"], world)], z, ref, allow, timeout, self.device, profile_call=True)
+        except GroupFailed as err:
+            self.fail(sol, world, rec, err)
+            return
+        ranks = []
+        for r, src in enumerate(call["traces"]):
+            path = f"{prefix}-rank{r}.json"
+            shutil.copyfile(src, path)
+            events = profile.read_trace(path)
+            ranks.append({"rank": r, "trace": path, "call_s": call["rank_s"][r], "scopes": profile.scope_table(events),
+                          "communication": None if self.cpu else profile.overlap(events)})
+        rec["profile"] = {"status": call["status"], "time_s": call["time_s"], "ranks": ranks}
+        with open(prefix + "-scopes.json", "w") as f:
+            json.dump(rec["profile"], f, indent=1)
+        self.console.print(profile.profile_report(sol["name"], workload, rec["profile"]))
+
+    def finished(self, rec, timed, spent):
+        if not timed:
+            return len(rec["calls"]) >= 1
+        n = len(rec["samples_s"])
+        if n < self.args.min_reps:
+            return False
+        if n >= self.args.max_reps or spent >= self.args.time_cap:
+            return True
+        s = checks.stats(rec["samples_s"])
+        return s["se_median_s"] <= 0.005 * s["median_s"]
+
+    def fail(self, sol, world, rec, err):
+        tail = ""
+        g = self.groups.get((sol["path"], world))
+        if g is not None and err.rank is not None:
+            tail = g.log_tail(err.rank)
+        rec.update(status=err.status, reason=err.message, log_tail=tail or None)
+        self.drop(sol, world)
+
+    def summarise(self, rec):
+        calls = rec["calls"]
+        checked = [c["figures"] for c in calls if c.get("figures")]
+        if checked:
+            rec["max_abs"] = max(f["max_abs"] for f in checked)
+            rec["rms"] = max(f["rms"] for f in checked)
+            rec["psnr_db"] = min(f["psnr_db"] for f in checked)
+        peaks = [c["peak_bytes"] for c in calls if c.get("peak_bytes")]
+        if peaks and all(p is not None for p in peaks[0]):
+            rec["peak_bytes"] = [max(p[r] for p in peaks) for r in range(len(peaks[0]))]
+        rec["throttled_calls"] = sum(1 for c in calls if (c.get("clocks") or {}).get("throttled"))
+        if rec["timed"] and rec["passed"] and rec["samples_s"]:
+            s = checks.stats(rec["samples_s"])
+            rec.update(s)
+            rec["tflops"] = spec.bounds(rec["workload"], self.geometry)["flops"] / s["median_s"] / 1e12
+            if not self.cpu and self.args.gpu_key:
+                import bounds
+                rec["bound_s"] = bounds.bound(rec["workload"], self.args.gpu_key, self.geometry)["bound_s"]
+                rec["roofline"] = rec["bound_s"] / s["median_s"]
+        else:
+            rec.setdefault("median_s", None)
+
+    def close(self):
+        for key in list(self.groups):
+            self.groups.pop(key).close(graceful=True)

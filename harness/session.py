@@ -1,0 +1,53 @@
+"""What one bench or gate run shares between its groups: its private folder (rank logs, each rank's scratch, each
+group's decoy data), the judge's buffers, the isolation in force, and the judge as subreaper of every rank's descendants."""
+import glob
+import os
+import shutil
+import tempfile
+
+import spec
+from harness import procs, sandbox
+from harness.buffers import Buffers
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class Run:
+    def __init__(self, geometry, cpu, isolation=True):
+        """isolation: lock the ranks down where the platform can (False: run them unconfined, and say so)."""
+        self.geometry, self.cpu = geometry, cpu
+        self.folder = tempfile.mkdtemp(prefix="wan-run-")
+        self.logs = os.path.join(self.folder, "logs")
+        self.scratch = os.path.join(self.folder, "scratch")
+        os.makedirs(self.logs)
+        os.makedirs(self.scratch)
+        # What a rank imports of the repository, copied: the repository itself stays out of its reach.
+        self.pkg = os.path.join(self.folder, "pkg")
+        shutil.copytree(os.path.join(ROOT, "harness"), os.path.join(self.pkg, "harness"),
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        for name in ("spec.py", "reference.py", "loader.py"):
+            shutil.copyfile(os.path.join(ROOT, name), os.path.join(self.pkg, name))
+        self.buffers = None
+        procs.become_subreaper()
+        abi = sandbox.abi() if isolation and not os.environ.get("WAN_ASSUME_NO_LANDLOCK") else 0
+        if abi:
+            self.isolation = f"landlock (ABI {abi})"
+            self.lock = {"exclude": [os.path.realpath(spec.data_dir(spec.FULL)), ROOT],
+                         "write": [] if cpu else ["/dev/shm"],
+                         "gpu_devices": sorted(glob.glob("/dev/nvidia*"))}
+        else:
+            self.isolation = "none" if isolation else "none (--no-isolation)"
+            self.lock = None
+
+    def buffers_for(self, world, frames):
+        """The judge's buffers for `world` ranks and clips up to `frames` latent frames (made once, grown when a
+        later group needs more)."""
+        b = self.buffers
+        if b is None or len(b.devices) < world or b.max_frames < frames:
+            self.buffers = None   # free the old ones before the new ones are made
+            self.buffers = Buffers(self.geometry, self.cpu, max(world, len(b.devices) if b else 0),
+                                   max(frames, b.max_frames if b else 0), self.folder)
+        return self.buffers
+
+    def close(self):
+        shutil.rmtree(self.folder, ignore_errors=True)

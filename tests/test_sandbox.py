@@ -1,0 +1,258 @@
+"""harness/sandbox.py: each test locks a child Python process with Landlock and reports what it could still do."""
+import ast
+import os
+import subprocess
+import sys
+
+import pytest
+
+from harness import sandbox
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HARNESS = os.path.join(ROOT, "harness")
+ABI = sandbox.abi()
+needs_landlock = pytest.mark.skipif(ABI == 0, reason="Landlock unavailable (non-Linux, old kernel or disabled): "
+                                                     "lock() raises SandboxError, nothing to confine")
+
+# The child prints repr() rather than JSON so that the torch test imports json for the first time under the lock.
+PRELUDE = """
+import ast, os, sys
+P = ast.literal_eval(sys.argv[1])
+from harness.sandbox import lock, allowed_reads, SandboxError
+out = {}
+def attempt(key, fn):
+    try:
+        fn()
+        out[key] = "ok"
+    except OSError as e:
+        out[key] = type(e).__name__
+def read(path):
+    return lambda: open(path, "rb").read()
+def write(path):
+    return lambda: open(path, "w").write("x")
+def locked(**kw):
+    return lock(read=allowed_reads(extra=[P["harness"]] + P.get("read", [])), write=[P["scratch"]],
+                devices=["/dev"], **kw)
+"""
+
+
+def child(code, tmp_path, **params):
+    """Runs PRELUDE + code in a fresh interpreter whose working directory is tmp_path; returns its `out`."""
+    scratch = tmp_path / "scratch"
+    scratch.mkdir(exist_ok=True)
+    params = dict(params, harness=HARNESS, scratch=str(scratch), tmp=str(tmp_path), parent=os.getpid())
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    proc = subprocess.run([sys.executable, "-c", PRELUDE + code + "\nprint(repr(out))", repr(params)], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return ast.literal_eval(proc.stdout.strip().splitlines()[-1])
+
+
+@needs_landlock
+def test_files_outside_the_allowed_paths_are_denied(tmp_path):
+    (tmp_path / "secret.txt").write_text("secret")
+    (tmp_path / "allowed.txt").write_text("allowed")
+    (tmp_path / "scratch").mkdir()
+    (tmp_path / "scratch" / "in.txt").write_text("in")
+    in_tmp = f"/tmp/sandbox-test-{os.getpid()}.txt"
+    out = child("""
+attempt("secret before", read(P["tmp"] + "/secret.txt"))
+out["result"] = locked()
+attempt("secret", read(P["tmp"] + "/secret.txt"))
+attempt("list tmp_path", lambda: os.listdir(P["tmp"]))
+attempt("allowed file", read(P["tmp"] + "/allowed.txt"))
+attempt("allowed file append", lambda: open(P["tmp"] + "/allowed.txt", "a").write("x"))  # no TRUNCATE involved
+attempt("sibling of harness", read(os.path.dirname(P["harness"]) + "/pyproject.toml"))
+attempt("harness file", read(P["harness"] + "/sandbox.py"))
+attempt("scratch read", read(P["scratch"] + "/in.txt"))
+attempt("scratch write", write(P["scratch"] + "/new.txt"))
+attempt("scratch mkdir", lambda: os.mkdir(P["scratch"] + "/d"))
+attempt("scratch rename", lambda: os.rename(P["scratch"] + "/new.txt", P["scratch"] + "/d/moved.txt"))
+attempt("scratch remove", lambda: os.remove(P["scratch"] + "/d/moved.txt"))
+attempt("tmp_path write", write(P["tmp"] + "/out.txt"))
+attempt("/tmp create", write(P["in_tmp"]))
+""", tmp_path, read=[str(tmp_path / "allowed.txt")], in_tmp=in_tmp)
+    if os.path.exists(in_tmp):
+        os.remove(in_tmp)
+    assert out["result"] == {"isolation": "landlock", "abi": ABI, "skipped": []}
+    assert out["secret before"] == "ok"
+    for key in ("secret", "list tmp_path", "sibling of harness", "allowed file append", "tmp_path write",
+                "/tmp create"):
+        assert out[key] == "PermissionError", key
+    for key in ("allowed file", "harness file", "scratch read", "scratch write", "scratch mkdir", "scratch rename",
+                "scratch remove"):
+        assert out[key] == "ok", key
+    assert not (tmp_path / "out.txt").exists()
+
+
+@needs_landlock
+def test_other_processes_proc_entries_are_denied(tmp_path):
+    (tmp_path / "secret.txt").write_text("secret")
+    out = child("""
+parent = "/proc/%d/" % P["parent"]
+attempt("environ before", read(parent + "environ"))
+locked()
+attempt("through /proc/self/root", read("/proc/self/root" + P["tmp"] + "/secret.txt"))
+attempt("through /proc/self/cwd", read("/proc/self/cwd/secret.txt"))
+attempt("environ", read(parent + "environ"))
+attempt("cmdline", read(parent + "cmdline"))
+attempt("list /proc", lambda: os.listdir("/proc"))
+attempt("self status", read("/proc/self/status"))
+attempt("thread-self status", read("/proc/thread-self/status"))
+attempt("cpuinfo", read("/proc/cpuinfo"))
+""", tmp_path)
+    assert out["environ before"] == "ok"
+    for key in ("environ", "cmdline", "list /proc", "through /proc/self/root", "through /proc/self/cwd"):
+        assert out[key] != "ok", key
+    for key in ("self status", "thread-self status", "cpuinfo"):
+        assert out[key] == "ok", key
+
+
+@needs_landlock
+@pytest.mark.skipif(ABI < 6, reason="LANDLOCK_SCOPE_SIGNAL needs Landlock ABI >= 6")
+@pytest.mark.parametrize("scope", [True, False])
+def test_signals_leave_the_domain_only_without_the_scope(tmp_path, scope):
+    out = child("""
+attempt("before", lambda: os.kill(P["parent"], 0))
+locked(scope_signals=P["scope"])
+attempt("parent", lambda: os.kill(P["parent"], 0))
+attempt("self", lambda: os.kill(os.getpid(), 0))
+""", tmp_path, scope=scope)
+    assert out["before"] == "ok" and out["self"] == "ok"
+    assert out["parent"] == ("PermissionError" if scope else "ok")
+
+
+@needs_landlock
+def test_torch_runs_under_the_lock(tmp_path):
+    out = child("""
+assert "json" not in sys.modules and "torch" not in sys.modules
+locked()
+import json, torch
+x = torch.nn.functional.conv2d(torch.ones(1, 3, 8, 8), torch.ones(4, 3, 3, 3), padding=1)
+out["conv"] = [list(x.shape), float(x[0, 0, 4, 4])]
+out["zeros"] = torch.zeros(3).tolist()
+out["json"] = json.dumps([1])
+attempt("/dev/null", write("/dev/null"))
+attempt("/dev/urandom", lambda: open("/dev/urandom", "rb").read(8))
+import errno, fcntl, termios
+with open("/dev/null", "rb") as f:
+    try:
+        fcntl.ioctl(f, termios.TCGETS, bytes(64))
+    except OSError as e:  # ENOTTY from the driver once Landlock (IOCTL_DEV) lets the call through, else EACCES
+        out["ioctl"] = errno.errorcode[e.errno]
+""", tmp_path)
+    assert out["conv"] == [[1, 4, 8, 8], 27.0]
+    assert out["zeros"] == [0.0, 0.0, 0.0] and out["json"] == "[1]"
+    assert out["/dev/null"] == "ok" and out["/dev/urandom"] == "ok"
+    assert out["ioctl"] == ("ENOTTY" if ABI >= 5 else "EACCES")
+
+
+@needs_landlock
+def test_devices_outside_devices_get_no_write_nor_ioctl(tmp_path):
+    out = child("""
+import errno, fcntl, termios
+lock(read=allowed_reads(extra=[P["harness"], "/dev"]), write=[P["scratch"]])
+attempt("/dev/null write", write("/dev/null"))
+with open("/dev/null", "rb") as f:
+    try:
+        fcntl.ioctl(f, termios.TCGETS, bytes(64))
+    except OSError as e:
+        out["ioctl"] = errno.errorcode[e.errno]
+""", tmp_path)
+    assert out["/dev/null write"] == "PermissionError"
+    assert out["ioctl"] == ("EACCES" if ABI >= 5 else "ENOTTY")
+
+
+@needs_landlock
+@pytest.mark.parametrize("task_writable", [False, True])
+def test_naming_a_thread_needs_the_task_folder_writable(tmp_path, task_writable):
+    # CUDA's start names its helper threads this way; without the rule it fails with error 304.
+    out = child("""
+import ctypes, threading
+extra = ["/proc/%d/task" % os.getpid()] if P["task_writable"] else []
+lock(read=allowed_reads(extra=[P["harness"]]), write=[P["scratch"]] + extra, devices=["/dev"])
+ev = threading.Event()
+t = threading.Thread(target=ev.wait)
+t.start()
+out["errno"] = ctypes.CDLL(None).pthread_setname_np(ctypes.c_ulong(t.ident), b"cuda-EvtHandlr")
+ev.set()
+t.join()
+""", tmp_path, task_writable=task_writable)
+    assert out["errno"] == (0 if task_writable else 13)
+
+
+@needs_landlock
+def test_threads_started_before_the_lock(tmp_path):
+    (tmp_path / "secret.txt").write_text("secret")
+    out = child("""
+import threading
+go, done = threading.Event(), threading.Event()
+def worker():
+    go.wait()
+    attempt("thread", read(P["tmp"] + "/secret.txt"))
+    done.set()
+threading.Thread(target=worker).start()
+try:
+    locked()
+    out["locked"] = True
+except SandboxError as e:
+    out["locked"] = str(e)
+go.set()
+done.wait()
+""", tmp_path)
+    if ABI < 8:  # only the calling thread could be restricted: lock must refuse rather than half-lock
+        assert "threads already run" in out["locked"]
+        assert out["thread"] == "ok"
+    else:
+        assert out["locked"] is True and out["thread"] == "PermissionError"
+
+
+def test_allowed_reads_refuses_to_cover_an_excluded_directory(tmp_path):
+    paths = sandbox.allowed_reads(extra=[HARNESS], exclude=[str(tmp_path)])
+    assert "/usr" in paths and HARNESS in paths
+    assert f"/proc/{os.getpid()}" in paths or not os.path.isdir("/proc")
+    assert "/proc" not in paths and os.getcwd() not in paths and ROOT not in paths
+    with pytest.raises(sandbox.SandboxError, match=r"'/usr'.*'/usr/lib'"):
+        sandbox.allowed_reads(exclude=["/usr/lib"])
+    with pytest.raises(sandbox.SandboxError, match="data"):
+        sandbox.allowed_reads(extra=[str(tmp_path / "data" / "weights")], exclude=[str(tmp_path / "data")])
+
+
+def test_allowed_reads_leaves_out_the_working_directory_and_checkouts(tmp_path):
+    checkout = tmp_path / "checkout"
+    (checkout / ".git").mkdir(parents=True)
+    (checkout / "pkg").mkdir()
+    out = child("""
+sys.path[:0] = ["", P["tmp"], P["checkout"] + "/pkg", os.path.dirname(P["tmp"])]
+paths = allowed_reads()
+out["leaked"] = [p for p in paths if p.startswith(os.path.dirname(P["tmp"]))]
+out["has prefix"] = sys.prefix in paths
+""", tmp_path, checkout=str(checkout))
+    assert out == {"leaked": [], "has prefix": True}
+
+
+def test_abi_is_a_version_or_zero():
+    assert isinstance(ABI, int) and ABI >= 0 and ABI == sandbox.abi()
+    assert ABI == 0 or sys.platform.startswith("linux")
+
+
+@needs_landlock
+def test_skipped_paths_are_reported(tmp_path):
+    missing = str(tmp_path / "missing")
+    out = child('out["result"] = locked()', tmp_path, read=[missing])
+    assert out["result"] == {"isolation": "landlock", "abi": ABI, "skipped": [missing]}
+
+
+def test_no_landlock_reports_instead_of_locking(tmp_path):
+    (tmp_path / "secret.txt").write_text("secret")
+    out = child("""
+sys.platform = "darwin"
+import harness.sandbox
+out["abi"] = harness.sandbox.abi()
+try:
+    locked()
+except SandboxError as e:
+    out["error"] = str(e)
+attempt("secret", read(P["tmp"] + "/secret.txt"))
+""", tmp_path)
+    assert out["abi"] == 0 and "no isolation" in out["error"] and out["secret"] == "ok"

@@ -1,0 +1,91 @@
+"""The judge/sandbox split against hostile solutions, through the real launcher on the tiny geometry: each cheat of
+tests/cheats/ that attacks the harness (not the numerics) fails for its reason under bench (which has no audit) and
+under ci with the audit switched off, so the runtime layer holds alone."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CHEATS = os.path.join(ROOT, "tests", "cheats")
+
+# cheat -> (status, a phrase of the reason)
+EXPECTED = {
+    "forges_lines.py": ("tampering", "wrote after its done and report"),
+    "early_done.py": ("tampering", "out changed after done"),
+    "hooks_before_window.py": ("tampering", "replaced torch.Tensor.contiguous"),
+    "hooks_after_window.py": ("tampering", "elements not finite"),
+    "reads_data_folder.py": ("runtime error", "PermissionError"),
+    "writes_repository.py": ("runtime error", "PermissionError"),
+    "tmp_cache.py": ("runtime error", "PermissionError"),
+    "reads_reference.py": ("tampering", "read the decoy references"),
+    "child_process.py": ("tampering", "processes left running after the call"),
+}
+
+
+def test_bench_fails_every_cheat_for_its_reason(tiny_data, tmp_path):
+    """All of them in one bench run (interleaved call by call), beside an honest solution that must still pass."""
+    out = tmp_path / "r.json"
+    p = subprocess.run([sys.executable, "bench.py", "solutions/reference", *[os.path.join(CHEATS, c) for c in EXPECTED],
+                        "--tiny", "--workloads", "f5x1", "--json", str(out)], cwd=ROOT, env=tiny_data,
+                       capture_output=True, text=True, timeout=600)
+    report = json.loads(out.read_text())
+    assert report["environment"]["isolation"].startswith("landlock"), report["environment"]
+    assert report["solutions"]["reference"]["workloads"]["f5x1"]["passed"], p.stdout[-3000:]
+    for cheat, (status, phrase) in EXPECTED.items():
+        rec = report["solutions"][cheat[:-3]]["workloads"]["f5x1"]
+        assert rec["status"] == status and phrase in rec["reason"], (cheat, rec["status"], rec["reason"])
+    assert p.returncode == 1
+    assert not os.path.exists(os.path.join(ROOT, "planted.py")) and not os.path.exists("/tmp/wan-cheat-cache")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cheat", sorted(EXPECTED))
+def test_gate_without_audit_fails_every_cheat_for_its_reason(tiny_data, tmp_path, cheat):
+    status, phrase = EXPECTED[cheat]
+    out = tmp_path / "ci.json"
+    p = subprocess.run([sys.executable, "ci.py", os.path.join(CHEATS, cheat), "--tiny", "--no-audit", "--workloads",
+                        "f5x1", "--fresh-calls", "1", "--json", str(out)], cwd=ROOT, env=tiny_data,
+                       capture_output=True, text=True, timeout=600)
+    report = json.loads(out.read_text())
+    failed = [c for c in report["checks"] if c["status"] not in ("passed", "skipped")]
+    assert failed and failed[0]["status"] == status and phrase in failed[0]["reason"], (failed, p.stdout[-2000:])
+    assert p.returncode == (1 if status == "tampering" else 2)
+
+
+def test_gate_without_audit_fails_a_forger_and_an_early_done(tiny_data, tmp_path):
+    """The default tier's share of the above: the two cheats on the protocol itself."""
+    for cheat in ("forges_lines.py", "early_done.py"):
+        test_gate_without_audit_fails_every_cheat_for_its_reason(tiny_data, tmp_path, cheat)
+
+
+def test_leaves_nothing_behind(tiny_data, tmp_path):
+    """A detached helper (double fork, new session) is still the judge's to kill; the run's folder is gone."""
+    sol = tmp_path / "detaches.py"
+    sol.write_text('''"""Leaves a daemon behind: double fork and setsid."""
+import os
+import time
+
+import reference
+
+
+def run(z, weights, rank, world, pg, out):
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            time.sleep(120)
+        os._exit(0)
+    os.wait()
+    reference.run(z, weights, rank, world, pg, out)
+''')
+    before = set(os.listdir("/tmp"))
+    out = tmp_path / "r.json"
+    p = subprocess.run([sys.executable, "bench.py", str(sol), "--tiny", "--workloads", "f1x1", "--json", str(out)],
+                       cwd=ROOT, env=tiny_data, capture_output=True, text=True, timeout=300)
+    rec = json.loads(out.read_text())["workloads"]["f1x1"]
+    assert rec["status"] == "tampering" and "processes left running" in rec["reason"], rec
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert "harness.rank" not in ps, ps
+    assert not [n for n in set(os.listdir("/tmp")) - before if n.startswith("wan-run-")]

@@ -18,6 +18,7 @@ SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ListComp, ast.S
           ast.GeneratorExp)
 COMPS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+MAX_DOTS = 12      # longer dotted names are not followed: `t = t.nn` would otherwise grow without end
 INTERFACE = {"run": (0, 1, 5), "prepare": (0,)}   # the parameters that are the harness's tensors (z, weights, out)
 
 
@@ -198,7 +199,8 @@ def const_str(node):
 
 class FileNames:
     """A file's names: `aliases` (name -> the dotted names it may stand for), `module_values` (dotted names known
-    to be modules), `module_level` (names the module binds by assignment, def or class: its state), `is_local`."""
+    to be modules), `module_level` (names the module binds by assignment, def or class: its state),
+    `made_at_import` (names it calls while imported), `constants` (module-level strings bound once), `is_local`."""
 
     def __init__(self, ctx, tree, file=None):
         self.ctx, self.tree, self.file = ctx, tree, file
@@ -351,11 +353,11 @@ class FileNames:
         if isinstance(node, ast.Attribute):
             if node.attr == "__class__":
                 return {self.type_of(node.value)}
-            return {f"{q}.{node.attr}" for q in self.qualify(node.value)}
+            return {f"{q}.{node.attr}" for q in self.qualify(node.value) if q.count(".") < MAX_DOTS}
         if isinstance(node, ast.Call) and self.is_builtin(node.func, "getattr") and len(node.args) >= 2:
             name = const_str(node.args[1])
             if name is not None:
-                return {f"{q}.{name}" for q in self.qualify(node.args[0])}
+                return {f"{q}.{name}" for q in self.qualify(node.args[0]) if q.count(".") < MAX_DOTS}
         if isinstance(node, ast.Call) and is_type(node) and self.is_builtin(node.func, "type"):
             return {self.type_of(node.args[0])}
         return set()

@@ -1,5 +1,6 @@
-"""audit.py: every rule fires on a small cheat and stays quiet on its legitimate near-miss; allowances; the report,
-JSON and exit codes. Solutions are written into tmp_path; nothing is imported or run."""
+"""audit.py (and harness/rules, names, python_rules, cpp, files behind it): every rule fires on a small cheat and
+stays quiet on its legitimate near-miss; the adversarial review's cases with a phrase of their reasons; allowances;
+the report, JSON and exit codes. Solutions are written into tmp_path; nothing is imported or run."""
 import json
 import os
 import subprocess
@@ -9,6 +10,7 @@ import textwrap
 import pytest
 
 import audit
+from harness import files
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = "def run(z, weights, rank, world, pg, out):\n    pass\n"
@@ -164,6 +166,9 @@ PY_FIRES = [
     ("monkeypatch", "import torch\ntorch.ops.aten.allclose.default.py_impl(None)"),   # an aten op's Python kernel
     ("monkeypatch", "import torch\ntorch._C._dispatch_tls_set_dispatch_key_excluded(1, True)"),
     ("monkeypatch", "import torch\ntorch.backends.cudnn.benchmark = True"),   # global state: allow it with a reason
+    ("monkeypatch", "import torch\nstate = torch._C._get_tracing_state()"),    # torch's private bindings
+    # state kept between calls (more in REVIEW_FIRES)
+    ("state", "_cache = {}\ndef run(z, weights, rank, world, pg, out):\n    _cache[z.shape] = z"),
     # the harness
     ("harness-import", "import bench"),
     ("harness-import", "from loader import load"),
@@ -171,6 +176,7 @@ PY_FIRES = [
     ("harness-import", "import ci"),
     ("harness-import", "import bounds"),
     ("harness-import", "from data import make"),
+    ("harness-import", "from harness import checks"),
     # interpreter internals
     ("introspection", "import gc\ngc.get_objects()"),
     ("introspection", "import inspect"),
@@ -419,6 +425,214 @@ def test_headers_are_followed_whatever_their_suffix(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# The adversarial review's rules: each case names its rule and a phrase of the finding's reason.
+
+REVIEW_FIRES = [
+    # narrow numerics: int8/uint8 casts and dtypes, quantization APIs
+    ("narrow-numerics", "dtype `torch.int8`", "import torch\ndef run(z, weights, rank, world, pg, out):\n"
+                                              "    w = [t.to(torch.int8) for t in weights]"),
+    ("narrow-numerics", "casts to int8", "def f(x):\n    return x.char()"),
+    ("narrow-numerics", "casts to uint8", "def f(x):\n    return x.byte()"),
+    ("narrow-numerics", "dtype `torch.uint8`", "import torch\nq = torch.empty(8, dtype=torch.uint8)"),
+    ("narrow-numerics", "dtype `torch.int8`", "import torch\nI8 = torch.int8\ndef f(x):\n    return x.to(I8)"),
+    ("narrow-numerics", "dtype `torch.int8`", "from torch import int8\ndef f(x):\n    return x.view(int8)"),
+    ("narrow-numerics", "dtype `triton.language.int8`", "import triton.language as tl\ndef k(v):\n"
+                                                        "    return v.to(tl.int8)"),
+    ("narrow-numerics", "dtype `uint8`", "def f(a):\n    return a.astype('uint8')"),
+    ("narrow-numerics", "narrower than bf16", "import torch\ndef f(x):\n"
+                                              "    return torch.quantize_per_tensor(x, 0.1, 0, torch.quint8)"),
+    ("narrow-numerics", "narrower than bf16", "import torch\ndef f(x, s, z):\n"
+                                              "    return torch.quantize_per_channel(x, s, z, 0, torch.qint8)"),
+    ("narrow-numerics", "narrower than bf16", "import torch.ao.quantization as q"),
+    ("narrow-numerics", "narrower than bf16", "import torch\ndef f(a, b):\n    return torch._int_mm(a, b)"),
+    ("narrow-numerics", "narrower than bf16", "import torch\ndef f(x):\n"
+                                              "    return torch.fake_quantize_per_tensor_affine(x, 0.1, 0, -8, 7)"),
+    ("narrow-numerics", "narrower than bf16", "def f(q):\n    return q.dequantize()"),
+    # narrow numerics: quantize/dequantize arithmetic, rounding to a coarse grid
+    ("narrow-numerics", "rounds to a coarse grid", "import torch\ndef f(x, s):\n    return torch.round(x / s) * s"),
+    ("narrow-numerics", "quantize/dequantize", "def f(x, s):\n    return (x / s).round().clamp(-128, 127) * s"),
+    ("narrow-numerics", "rounds to a coarse grid", "def f(x, s):\n    return (x / s).round() * s"),
+    ("narrow-numerics", "rounds to a coarse grid", "def f(w):\n    w.round_()"),
+    ("narrow-numerics", "rounds to a coarse grid", "def f(w):\n    return w.__round__()"),
+    ("narrow-numerics", "narrower than bf16", "import torch\ndef f(x):\n    return x.type(torch.cuda.CharTensor)"),
+    ("narrow-numerics", "narrower than bf16", "import triton.language as tl\ndef k(v, s):\n"
+                                              "    return tl.extra.cuda.libdevice.float2int_rn(v / s)"),
+    ("narrow-numerics", "rounds to a coarse grid", "from torch import round as r\ndef f(x):\n    return r(x)"),
+    ("narrow-numerics", "rounds to a coarse grid", "import numpy as np\ndef f(a):\n    return np.rint(a * 16) / 16"),
+    ("narrow-numerics", "rounds to a coarse grid", "import triton.language as tl\ndef k(v, s):\n"
+                                                   "    return tl.extra.cuda.libdevice.rint(v / s) * s"),
+    ("narrow-numerics", "mantissa from exponent", "import torch\ndef f(x):\n    m, e = torch.frexp(x)\n"
+                                                  "    return m, e"),
+    ("narrow-numerics", "mantissa from exponent", "import torch\ndef f(m, e):\n    return torch.ldexp(m, e)"),
+    ("narrow-numerics", "with a scale rounds to a coarse grid", "import torch\ndef f(x, s):\n"
+                                                                "    return torch.floor(x / s) * s"),
+    ("narrow-numerics", "with a scale rounds to a coarse grid", "def f(x):\n    return (x * 16).floor() / 16"),
+    ("narrow-numerics", "with a scale rounds to a coarse grid", "def f(x, s):\n    return x.div(s).floor().mul(s)"),
+    ("narrow-numerics", "with a scale rounds to a coarse grid", "import torch\ndef f(x, s):\n"
+                                                                "    return torch.trunc(x) * s"),
+    ("narrow-numerics", "integer cast of a quotient", "import torch\ndef f(x, s):\n"
+                                                      "    return (x / s).to(torch.int32).to(torch.bfloat16) * s"),
+    ("narrow-numerics", "integer cast of a quotient", "def f(x, s):\n    return (x / s).long() * s"),
+    ("narrow-numerics", "rounded division scaled back", "import torch\ndef f(x, s):\n"
+                                                        "    return torch.div(x, s, rounding_mode='floor') * s"),
+    ("narrow-numerics", "narrow format's range", "import torch\ndef f(x, s):\n"
+                                                 "    return torch.clamp(x * s, -127, 127)"),
+    ("narrow-numerics", "narrow format's range", "def f(x):\n    return x.clamp(min=-128, max=127)"),
+    ("narrow-numerics", "narrow format's range", "def f(x):\n    return x.clamp_(0, 255)"),
+    ("narrow-numerics", "narrow format's range", "import numpy as np\ndef f(a):\n    return np.clip(a, -448.0, 448.0)"),
+    ("narrow-numerics", "narrow format's range", "def f(x):\n    return x.clamp(max=127)"),
+    ("narrow-numerics", "rounds values to integers", "SRC = '__global__ void k(float* x) { x[0] = rintf(x[0]); }'"),
+    # reflection through format strings
+    ("dynamic-name", "reads attributes or items by name", "def f(x):\n    return '{0.__class__}'.format(x)"),
+    ("introspection", "reads `.__globals__`", "def f(g):\n    return '{0.__globals__[os]}'.format(g)"),
+    ("dynamic-name", "reads attributes or items by name", "def f(d):\n    return '{x[key]}'.format_map(d)"),
+    ("dynamic-name", "reads attributes or items by name", "def f(x):\n    return str.format('{0.shape}', x)"),
+    ("dynamic-name", "reads attributes or items by name", "def f(x):\n    return '{0:{1.__doc__}}'.format(1, x)"),
+    ("dynamic-name", "format string the audit cannot read", "def f(template, x):\n    return template.format(x)"),
+    ("dynamic-name", "`string.Formatter`", "import string\ndef f(x):\n"
+                                           "    return string.Formatter().get_field('0.__class__', [x], {})"),
+    ("dynamic-name", "`string.Formatter`", "from string import Formatter"),
+    # types named by values: type(x), x.__class__
+    ("monkeypatch", "state of `torch.Tensor`", "def run(z, weights, rank, world, pg, out):\n"
+                                               "    T = type(weights[0])\n    T.contiguous = lambda self: self"),
+    ("monkeypatch", "state of `torch.Tensor`", "def run(z, weights, rank, world, pg, out):\n"
+                                               "    setattr(type(z), 'clone', None)"),
+    ("monkeypatch", "state of `torch.Tensor`", "def run(z, weights, rank, world, pg, out):\n"
+                                               "    K = out.__class__\n    K.copy_ = None"),
+    ("monkeypatch", "state of `torch.Tensor`", "def run(z, weights, rank, world, pg, out):\n"
+                                               "    out.__class__.copy_ = None"),
+    ("monkeypatch", "state of `torch.Tensor`", "import torch\nT = type(torch.zeros(1))\ndef f():\n"
+                                               "    T.add = None"),
+    ("monkeypatch", "state of `type(x)`", "def f(x):\n    T = type(x)\n    delattr(T, 'y')"),
+    # every member of torch._C
+    ("monkeypatch", "private C bindings", "import torch\ndef f(x):\n    return torch._C._nn.gelu(x)"),
+    ("monkeypatch", "private C bindings", "from torch import _C"),
+    ("monkeypatch", "private C bindings", "import torch._C as C"),
+    ("monkeypatch", "private C bindings", "from torch._C import _get_tracing_state"),
+    ("monkeypatch", "private C bindings", "import torch\nC = getattr(torch, '_C')"),
+    ("monkeypatch", "private C bindings", "import torch\nt = torch\nf = t._C._set_grad_enabled"),
+    # state kept between calls: module-level objects, globals, mutable defaults, function attributes, memos
+    ("state", "module-level `_cache` keeps state", "_cache = {}\ndef run(z, weights, rank, world, pg, out):\n"
+                                                   "    key = tuple(z.shape)\n    if key not in _cache:\n"
+                                                   "        _cache[key] = z.clone()\n    out.copy_(_cache[key])"),
+    ("state", "rebinds the global `LAST`", "LAST = None\ndef run(z, weights, rank, world, pg, out):\n"
+                                           "    global LAST\n    LAST = out.clone()"),
+    ("state", "rebinds the global `CALLS`", "CALLS = 0\ndef run(z, weights, rank, world, pg, out):\n"
+                                            "    global CALLS\n    CALLS += 1"),
+    ("state", "default value of `memo`", "def run(z, weights, rank, world, pg, out, memo={}):\n"
+                                         "    memo[z.shape] = out"),
+    ("state", "default value of `seen`", "def run(z, weights, rank, world, pg, out, *, seen=[]):\n"
+                                         "    seen.append(z)"),
+    ("state", "module-level `run` keeps state", "def run(z, weights, rank, world, pg, out):\n    run.cache = out"),
+    ("state", "module-level `_seen` keeps state", "_seen = []\ndef run(z, weights, rank, world, pg, out):\n"
+                                                  "    _seen.append(z)"),
+    ("state", "module-level `_buf` keeps state", "import torch\n_buf = torch.zeros(8)\ndef f(x):\n"
+                                                 "    _buf.copy_(x)"),
+    ("state", "module-level `Plan` keeps state", "class Plan:\n    table = {}\ndef f(k, v):\n"
+                                                 "    Plan.table[k] = v"),
+    ("state", "module-level `_cache` keeps state", "_cache = {}\ndef f(k):\n    del _cache[k]"),
+    ("state", "module-level `_box` keeps state", "_box = type('Box', (), {})()\ndef f(v):\n"
+                                                 "    setattr(_box, 'v', v)"),
+    ("state", "module-level `_cache` keeps state", "_cache = {}\nput = lambda k, v: _cache.__setitem__(k, v)"),
+    ("state", "`functools.lru_cache` keeps state", "import functools\n@functools.lru_cache\ndef decode(key):\n"
+                                                   "    return key"),
+    ("state", "`functools.cache` keeps state", "from functools import cache"),
+]
+
+
+@pytest.mark.parametrize("rule, phrase, source", REVIEW_FIRES)
+def test_review_rule_fires_with_its_reason(tmp_path, rule, phrase, source):
+    report = audit_py(tmp_path, source + "\n")
+    reasons = [f.reason for f in report.findings if f.rule == rule]
+    assert any(phrase in r for r in reasons), f"{rule} / {phrase!r} not found for:\n{source}\n" \
+                                              f"{audit.format_report(report)}"
+
+
+REVIEW_QUIET = [
+    # Python's round/floor on numbers, index arithmetic, grid sizes: not tensor rounding
+    "n = round(7 / 2)\nimport math\nm = math.floor(10 / 3) * 2\nc = math.ceil(1000 / 128)\n"
+    "def grid(h, w):\n    return (h + 15) // 16 * 16, round(w / 8) * 8, int(h / 2)",
+    # the baseline's Triton index arithmetic
+    "import triton.language as tl\ndef k(x, xx, X, cols):\n    pid = tl.program_id(0).to(tl.int64)\n"
+    "    b = pid // 4\n    px = x + cols[:, None].to(tl.int64) * xx + (X // 2).to(tl.int64)\n"
+    "    return px, x.to(tl.float32).to(tl.bfloat16)",
+    # the task's own clamp, rounding-free casts, floor without a scale, a floor division left unscaled
+    "import torch\ndef f(x, idx, w):\n    y = torch.clamp(x, min=-1.0, max=1.0) + x.clamp(-1, 1) + x.clamp(min=0)\n"
+    "    z = x.to(torch.bfloat16).to(torch.float32).floor()\n    return torch.div(idx, w, rounding_mode='floor')",
+    "import torch\ny = torch.int8\nz = torch.iinfo\nb = torch.bool",
+    # format strings without attribute or index fields; f-strings are ordinary code
+    "MSG = '{} frames of {}x{}'\ndef f(n, h, w, x):\n    return MSG.format(n, h, w) + '{:.3f} {0:>{1}}'.format(1.0, 3)"
+    " + f'{x.shape}' + '%(a)s' % {'a': 1}",
+    # type(x) as a value, not a store target
+    "def f(x, y):\n    T = type(x)\n    return T(1), isinstance(y, type(x)), x.__class__.__name__",
+    # state that does not outlive a call: locals, instances, closures, parameters, module-level set-up at import
+    "_TABLE = {}\n_TABLE['a'] = 1\nclass Dec:\n    def __init__(self):\n        self.caches = {}\n"
+    "    def put(self, k, v):\n        self.caches[k] = v\n"
+    "def run(z, weights, rank, world, pg, out, flag=None, sizes=(1, 2)):\n    caches = {}\n    caches['x'] = z\n"
+    "    d = Dec()\n    d.put(1, z)\n    out.copy_(z)\n    out[0] = 1\n    def inner():\n        caches['y'] = 1\n"
+    "    inner()\n    _cache = []\n    _cache.append(1)\n    return _TABLE.get('a')",
+    "import torch\nCL3 = torch.channels_last_3d\nimport torch.nn.functional as F\n"
+    "def f(x):\n    return F.relu_(x.contiguous(memory_format=CL3))",
+]
+
+
+@pytest.mark.parametrize("source", REVIEW_QUIET)
+def test_review_near_miss_is_quiet(tmp_path, source):
+    report = audit_py(tmp_path, source + "\n")
+    assert report.ok, audit.format_report(report)
+
+
+REVIEW_CPP_FIRES = [
+    ("rounds values to integers", "__device__ float q(float x, float s) { return roundf(x / s) * s; }\n"),
+    ("rounds values to integers", "__device__ int q(float x) { return __float2int_rn(x); }\n"),
+    ("rounds values to integers", "asm(\"cvt.rni.s32.f32 %0, %1;\" : \"=r\"(q) : \"f\"(x));\n"),
+    ("rounds values to integers", "float m = std::frexp(x, &e);\n"),
+    ("8-bit integer dtype", "auto t = torch::kInt8;\n"),
+    ("8-bit integer dtype", "auto t = at::kByte;\n"),
+    ("8-bit integer dtype", "auto t = c10::ScalarType::QInt8;\n"),
+]
+
+
+@pytest.mark.parametrize("phrase, source", REVIEW_CPP_FIRES)
+def test_review_cpp_narrow_numerics(tmp_path, phrase, source):
+    report = audit_cpp(tmp_path, source)
+    assert any(f.rule == "narrow-numerics" and phrase in f.reason for f in report.findings), \
+        audit.format_report(report)
+
+
+def test_review_cpp_near_miss_is_quiet(tmp_path):
+    report = audit_cpp(tmp_path, "int n = (a + b - 1) / b; float y = floorf(x); double c = std::ceil(n / 2.0);\n"
+                                 "uint8_t* p = 0; int8_t q = 0; auto t = torch::kBFloat16; auto u = at::kFloat;\n")
+    assert report.ok, audit.format_report(report)
+
+
+def test_review_reasons_name_the_task_rules():
+    assert "bf16 weights and activations with fp32 accumulation, nothing narrower" in audit.RULES["narrow-numerics"]
+    assert "run() keeps nothing between calls" in audit.RULES["state"]
+    assert "format string" in audit.RULES["dynamic-name"] and "torch._C" in audit.RULES["monkeypatch"]
+
+
+@pytest.mark.parametrize("cheat, rule", [("cache_by_shape.py", "state"), ("low_precision.py", "narrow-numerics"),
+                                         ("hooks_before_window.py", "monkeypatch")])
+def test_cheats_the_rules_catch(cheat, rule):
+    assert rule in fired(audit.audit(os.path.join(ROOT, "tests", "cheats", cheat)))
+
+
+def test_an_alias_of_itself_terminates(tmp_path):
+    # `t = t.nn` made the alias fixed point grow one attribute per pass, for ever; dotted names are capped.
+    d = solution(tmp_path, {"solution.py": "import torch\nt = torch\nt = t.nn\nt.load('x')\n"})
+    p = subprocess.run([sys.executable, "audit.py", str(d)], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1 and "solution.py:4: file-io: `torch.load`" in p.stdout, p.stdout
+
+
+def test_reference_functions_that_keep_state_are_banned_through_it(tmp_path):
+    report = audit_py(tmp_path, "import reference\ndef run(z, weights, rank, world, pg, out):\n"
+                                "    reference.set_scopes(True)\n")
+    assert [(f.line, f.rule) for f in report.findings] == [(3, "state")]
+    assert "`reference.set_scopes` keeps state between calls" in report.findings[0].reason
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # solution.yml and the files of a solution.
 
 def test_manifest(tmp_path):
@@ -487,8 +701,8 @@ def test_bytecode_must_match_its_source(tmp_path):
 
 
 def test_data_is_not_code(tmp_path, monkeypatch):
-    monkeypatch.setattr(audit, "BIG_CONSTANT", 100)
-    monkeypatch.setattr(audit, "BIG_FILE", 1000)
+    monkeypatch.setattr(files, "BIG_CONSTANT", 100)
+    monkeypatch.setattr(files, "BIG_FILE", 1000)
     report = audit_py(tmp_path, "TABLE = " + repr("ab" * 60) + "\n")
     assert [(f.line, f.rule) for f in report.findings] == [(1, "unaudited-file")]
     report = audit_cpp(tmp_path, "const unsigned char ref[] = {" + "0," * 600 + "};\n", name="table.h")
@@ -534,6 +748,12 @@ def test_not_a_solution(tmp_path):
 def test_repository_solutions_are_clean(name):
     report = audit.audit(os.path.join(ROOT, "solutions", name))
     assert report.ok and not report.allowed and not report.warnings, audit.format_report(report)
+
+
+def test_baseline_is_clean_with_its_one_allowance():
+    report = audit.audit(os.path.join(ROOT, "solutions", "baseline"))
+    assert report.ok and not report.warnings, audit.format_report(report)
+    assert [(a.file, a.rule) for a in report.allowed] == [("kernels.py", "environment")]
 
 
 def test_every_rule_has_a_reason_and_a_test():

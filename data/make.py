@@ -6,23 +6,31 @@ read: decoder_weights_bf16.pt and weight_names.json, latents_<source>.pt per sou
 decode, TF32 off, stored as fp16), calibration.json (the release's bf16 decode against each ref) and manifest.json.
 
 Design:
-- Synthetic by default (data/synth.py, deterministic from --seed); --checkpoint imports real decoder weights and
-  --latents real latents (data/checkpoint.py).
+- Synthetic by default (data/synth.py): weights and latents deterministic from one seed, --seed N, or without it a
+  secret one, drawn (secrets.randbits(62)) when the data set is new. The seed is the secret of the latents, so that a
+  solution cannot regenerate them ahead of time: it is recorded only in the folder's manifest.json (each synthetic
+  file's recipe), which solutions cannot read, never printed and never in a file name. The synthetic weights come
+  from the same seed but are no secret (a solution is handed them; synth's streams do not give the seed away).
+  --checkpoint imports real decoder weights and --latents real latents (data/checkpoint.py); a new source's
+  synthetic latents then use the folder's recorded seed, or a new secret one if it has none.
 - A clip needs the shorter clips of its source too, and each source is decoded once, in fp32 and in bf16, to the
   longest clip needed (data/decode.py): on every visible GPU (one worker each) for the full geometry, in-process on
   the CPU for the tiny one.
 - manifest.json records each file's size, sha256 and recipe (data/store.py). A rerun skips what is up to date,
   remakes what is missing, corrupt or made from another recipe, and removes refs that the new weights or latents
-  leave stale. Without --seed, --checkpoint or --latents a rerun keeps the data set's own recipe (seed 0 when new).
+  leave stale. Without --seed, --checkpoint or --latents a rerun keeps the data set's own recipe (its recorded seed,
+  a new secret seed when it is new); --seed N other than the recorded seed remakes the weights, latents and refs.
 - Every file is written atomically; a lock file serialises makers of one folder.
 
-The harness calls ensure(clips, geometry): a quick check of sizes and recipes, and a make only when it fails.
+The harness calls ensure(clips, geometry): a quick check of sizes and recipes, and a make only when it fails (with
+the folder's own recipe: a new data set gets a secret seed).
 """
 import argparse
 import contextlib
 import fcntl
 import json
 import os
+import secrets
 import sys
 import time
 
@@ -182,21 +190,43 @@ class _Maker:
             self.out.note(f"remaking {name}: {why}")
         return why is not None
 
+    def recorded_seed(self):
+        """The seed of the folder's synthetic weights, else of its first synthetic latents; None if it has none."""
+        parts = [(spec.WEIGHTS_FILE, "weights")]
+        parts += [(name, "latents") for name in sorted(self.manifest.files) if name.startswith("latents_")]
+        for name, part in parts:
+            recipe = self.manifest.recipe(name)
+            origin = recipe.get(part) if isinstance(recipe, dict) else None
+            if isinstance(origin, dict) and origin.get("kind") == "synthetic" and type(origin.get("seed")) is int:
+                return origin["seed"]
+        return None
+
     def origins(self, seed, checkpoint, latents_dir, sources):
-        """(weights origin, where its checkpoint is), {source: (latents origin, where its file is)}."""
+        """(weights origin, where its checkpoint is), {source: (latents origin, where its file is)}. The seed of
+        what is synthetic and new: `seed`, else the folder's recorded seed, else a new secret one."""
         m, g = self.manifest, self.geometry
         old = m.files.get(spec.WEIGHTS_FILE)
-        default_seed = seed if seed is not None else 0
+        drawn = []
+
+        def default_seed():
+            if seed is not None:
+                return seed
+            if not drawn:
+                recorded = self.recorded_seed()
+                drawn.append(recorded if recorded is not None else secrets.randbits(62))
+                if recorded is None:
+                    self.out.note(f"new synthetic data: its seed is a secret, drawn now and kept in "
+                                  f"{spec.MANIFEST_FILE} only (--seed N for reproducible data)")
+            return drawn[0]
+
         if checkpoint is not None:
             path = ckpt.find(checkpoint)
             weights = ({"kind": "checkpoint", "sha256": store.sha256(path)}, os.path.abspath(path))
             self.verified.add(weights[1])
         elif seed is None and old is not None and isinstance(old.get("recipe"), dict):
             weights = (old["recipe"]["weights"], old.get("from"))
-            if weights[0].get("kind") == "synthetic":
-                default_seed = weights[0]["seed"]
         else:
-            weights = ({"kind": "synthetic", "seed": default_seed}, None)
+            weights = ({"kind": "synthetic", "seed": default_seed()}, None)
         latents = {}
         for s in sources:
             old = m.files.get(_latents_name(s))
@@ -207,7 +237,7 @@ class _Maker:
             elif seed is None and old is not None and isinstance(old.get("recipe"), dict):
                 latents[s] = (old["recipe"]["latents"], old.get("from"))
             else:
-                latents[s] = ({"kind": "synthetic", "seed": default_seed}, None)
+                latents[s] = ({"kind": "synthetic", "seed": default_seed()}, None)
         return weights, latents
 
     def checkpoint_file(self, origin, path):
@@ -294,7 +324,8 @@ class _Maker:
 def make(clips=None, geometry=spec.FULL, *, seed=None, checkpoint=None, latents=None, force=False, progress=True,
          console=None):
     """Make the data that `clips` (default: all) need in spec.data_dir(geometry); return calibration.json's
-    entries of those clips. seed/checkpoint/latents: the recipe (None: the folder's own, else synthetic seed 0)."""
+    entries of those clips. seed/checkpoint/latents: the recipe (None: the folder's own; for a new data set synthetic
+    data from a secret seed, recorded in its manifest.json only)."""
     start = time.perf_counter()
     out = Display(console, progress)
     g, need = geometry, expand(clips)
@@ -374,8 +405,8 @@ def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m data.make", description=__doc__.split("\n\n")[0])
     p.add_argument("--tiny", action="store_true", help="the tiny geometry (CPU), in $DATA/tiny")
     p.add_argument("--clips", help=f"comma list of clips (default: all: {','.join(spec.CLIPS)})")
-    p.add_argument("--seed", type=int, help="synthetic weights and latents from this seed (default: the data set's "
-                                            "own recipe, 0 for a new one)")
+    p.add_argument("--seed", type=int, help="synthetic weights and latents from this seed, reproducibly (default: the "
+                                            "data set's own recipe; a secret seed, drawn now, for a new one)")
     p.add_argument("--checkpoint", help="import decoder weights: a diffusers safetensors file or folder, or the "
                                         "original Wan2.2_VAE.pth")
     p.add_argument("--latents", help="a folder of latents_<source>.pt files to use")

@@ -3,7 +3,8 @@
 Every file is written under a temporary name in its own folder, fsynced, then renamed over the final name, so a
 final name never holds a half-written file. manifest.json records per file its size, sha256 and recipe (what it
 was made from: format version, geometry, seed or checkpoint hash, latents origin); a file whose size, hash and
-recipe match is up to date, anything else is remade.
+recipe match is up to date, anything else is remade. A synthetic file's recipe holds the data set's seed, the secret
+of its latents (data/make.py): manifest.json must stay in the data folder, which solutions cannot read.
 """
 import hashlib
 import json
@@ -13,7 +14,9 @@ import shutil
 
 import spec
 
-FORMAT = 1          # bump when a file's content changes for the same recipe: every file is then remade
+# Bump when a file's content changes for the same recipe: every file is then remade. 2: synthetic streams are
+# seeded by sha256, not CRC-32 (data/synth.py's stream_seed), so seed 0's weights and latents are other values.
+FORMAT = 2
 TMP_PREFIX = ".tmp-"
 
 

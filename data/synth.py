@@ -8,9 +8,15 @@ They are drawn in fp32 and shipped rounded to bf16; the reference decodes use th
 Latents are a smooth random field, not white noise: Gaussian noise blurred in time (sigma LATENT_SIGMA_T latent
 frames) and space (sigma LATENT_SIGMA_HW latent pixels), renormalised per channel, then given spec.LATENTS_MEAN and
 spec.LATENTS_STD per channel (their first C values for a geometry of C latent channels).
+
+Seeds and secrecy: every draw comes from its own stream of the seed (stream_seed: a hash of "<seed>/<stream>"), the
+weights from "weights" and the latents from "latents/<key>". What is secret is the latents: a data set made without
+--seed has a secret seed (data/make.py), and the gate draws fresh latents from a secret seed of its own
+(latents(geometry, seed, "ci/<i>", frames)). The weights are not secret (a solution is handed them), and since the
+streams' seeds come from a cryptographic hash, weights (or latents) of one stream tell nothing about another's.
 """
+import hashlib
 import math
-import zlib
 
 import torch
 import torch.nn.functional as F
@@ -24,8 +30,12 @@ LATENT_SIGMA_HW = 2.0
 
 
 def stream_seed(seed, stream):
-    """A generator seed for one named stream of a data set's seed (stable across runs, unlike hash())."""
-    return zlib.crc32(f"{seed}/{stream}".encode())
+    """A generator seed for one named stream of a seed: 63 bits of sha256("<seed>/<stream>"), stable across runs
+    (unlike hash()) and one-way, so that a stream's generator seed, which its output gives away to a brute-force
+    search (torch's CPU generator keeps only 32 bits of it), says nothing about the seed or the other streams.
+    (A CRC, as in format 1, is invertible: the weights' stream seed gave away every latents stream seed.)"""
+    digest = hashlib.sha256(f"{seed}/{stream}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1
 
 
 def weights(geometry, seed):
@@ -58,7 +68,9 @@ def _blur(x, dim, sigma):
 
 
 def latents(geometry, seed, source, frames=spec.SOURCE_FRAMES):
-    """fp32 [1, C, frames, h, w]: a smooth field with the VAE's per-channel latent statistics."""
+    """fp32 [1, C, frames, h, w]: a smooth field with the VAE's per-channel latent statistics, drawn from stream
+    "latents/<source>" of `seed`. `source` is any string key (a source's name for the data set, "ci/<i>" for the
+    gate's fresh draws): equal (seed, key, frames) give equal latents, another seed or key other latents."""
     g = torch.Generator().manual_seed(stream_seed(seed, f"latents/{source}"))
     c, (h, w) = geometry.latent_channels, geometry.latent_hw
     rt, rs = math.ceil(3 * LATENT_SIGMA_T), math.ceil(3 * LATENT_SIGMA_HW)

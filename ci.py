@@ -55,6 +55,8 @@ def parse_args(argv):
     p.add_argument("--workloads", help=f"comma list (default: all {len(spec.WORKLOADS)})")
     p.add_argument("--fresh-calls", type=int, default=2, help="calls with fresh latents per world")
     p.add_argument("--seed", type=int, help="the fresh latents' seed (default: a secret one)")
+    p.add_argument("--fp32", action="store_true", help="on GPUs, verify fresh latents against the fp32 decode (slower) "
+                                                      "instead of the release bf16 decode")
     p.add_argument("--timeout-scale", type=float, default=1.0)
     p.add_argument("--no-isolation", action="store_true", help="run the ranks unconfined (never a certificate)")
     p.add_argument("--no-audit", action="store_true", help="skip the static audit (never a certificate)")

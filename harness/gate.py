@@ -1,13 +1,14 @@
-"""The gate's plan (ci.py): the audit, then every workload and fresh latents through the same rank processes and
-judge as bench, each call checked in this process, and the roofline floor.
+"""The gate's plan (ci.py): the audit, then per world fresh latents and every stored workload through the same rank
+processes and judge as bench, each call checked in this process, and the roofline floor.
 
-Fresh latents exist nowhere on disk: a secret seed, the data maker's latent statistics, a new draw for every call;
-the gate computes their fp32 decode and the release bf16 decode itself, and the allowance from them."""
-import secrets
-
+Fresh latents exist nowhere on disk (harness/inputs.py). For each world: --fresh-calls draws of f5's shape and of
+every timed shape of the plan, each verified in full against the gate's own decode of them (fp32 on the CPU; on
+GPUs the release bf16 decode, with the allowance widened by the release's own error, or fp32 with --fp32); then
+each stored workload twice, the second time on latents the solution has seen, which must not run much faster."""
 import spec
 from harness import checks
 from harness.group import Group, GroupFailed
+from harness.inputs import Fresh
 from harness.runner import call_timeout, judged
 from harness.session import Run
 
@@ -16,6 +17,9 @@ from harness.session import Run
 # time (a copy and the window's own overhead) even on a loaded machine.
 CPU_PEAK = {"bf16_tflops": 0.5, "hbm_tbps": 1.0}
 FRESH_LATENT_FRAMES = 2                              # the fresh clips: f5's shape (first chunk + one more)
+# A repeat of stored latents this much faster than the same shape's unseen calls is a replay: a cache cuts the time
+# by orders of magnitude, noise (a loaded CPU above all) by far less.
+REPEAT_TOLERANCE, REPEAT_TOLERANCE_CPU = 1.0, 3.0
 
 
 class Gate:
@@ -31,7 +35,6 @@ class Gate:
         # An unknown GPU gets the fastest datasheet of the table: "impossible" must never fail an honest solution.
         self.peaks = CPU_PEAK if self.cpu else bounds.GPUS[key] if key else max(bounds.GPUS.values(),
                                                                                  key=lambda p: p["bf16_tflops"])
-        self.seed = args.seed if args.seed is not None else secrets.randbits(62)
         self.device = "cpu" if self.cpu else "cuda:0"
         self.run_ = None
 
@@ -47,44 +50,56 @@ class Gate:
             lines = [f"{f.file}:{f.line}: {f.rule}: {f.reason}" for f in report.findings]
             self.add("audit", "audit", f"{len(lines)} finding(s): " + "; ".join(lines[:12]), findings=lines)
 
-    def fresh_cases(self, n):
-        """n fresh latents [1, C, 2, h, w] with their fp32 references (fp16) and allowances."""
-        import torch
-        import reference
-        from data import synth
-        weights = spec.load_weights(self.device, self.geometry)
-        cases = []
-        for i in range(n):
-            z = synth.latents(self.geometry, self.seed, f"ci/{i}", frames=FRESH_LATENT_FRAMES).to(torch.bfloat16)
-            ref = reference.decode_fp32(z.to(self.device), weights).to(torch.float16)
-            bf16 = reference.decode_bf16(z.to(self.device), weights)
-            d = bf16.float() - ref.float()
-            allow = spec.allowance_from(float(d.abs().max()), float(d.square().mean().sqrt()))
-            cases.append({"z": z, "ref": ref.cpu(), "allow": allow})
-        del weights
-        return cases
-
     def stored_case(self, workload):
-        import torch
         clip = spec.WORKLOADS[workload]["clip"]
-        t = spec.CLIPS[clip]["latent_frames"]
-        z = spec.load_latents(spec.CLIPS[clip]["source"], self.geometry, t)[:, :, :t]
-        return {"z": z.to(torch.bfloat16).contiguous(), "ref": spec.load_reference(clip, self.geometry),
-                "allow": spec.allowance(clip, self.geometry)}
+        return spec.make_inputs(workload, "cpu", self.geometry)[0], spec.load_reference(clip, self.geometry), \
+            spec.allowance(clip, self.geometry)
 
-    def call(self, group, name, workload, case, first):
+    def plan(self, workloads, world):
+        """[(check name, latent frames, case)] of one world, in order. A case is ("fresh", key) (verified in full),
+        ("warm", key) (first frames only: a shape's first call, which may autotune), ("stored", workload) or
+        ("repeat", workload) (the same latents again: it must not be much faster)."""
+        mine = [w for w in workloads if spec.WORKLOADS[w]["world"] == world]
+        frames = lambda w: spec.CLIPS[spec.WORKLOADS[w]["clip"]]["latent_frames"]   # noqa: E731
+        timed = sorted({frames(w) for w in workloads if spec.WORKLOADS[w]["timed"]})
+        todo = [(f"fresh latents #{k + 1} x{world}", FRESH_LATENT_FRAMES, ("fresh", f"{world}/{k}"))
+                for k in range(self.args.fresh_calls)]
+        for t in timed:
+            clip = next(c for c, e in spec.CLIPS.items() if e["latent_frames"] == t)
+            todo += [(f"fresh {clip} #{k + 1} x{world}", t, ("fresh", f"{world}/{clip}/{k}"))
+                     for k in range(self.args.fresh_calls)]
+        seen = {FRESH_LATENT_FRAMES, *timed}
+        for w in mine:
+            if frames(w) not in seen:
+                seen.add(frames(w))
+                todo.append((f"warm-up {spec.WORKLOADS[w]['clip']} x{world}", frames(w), ("warm", f"{world}/{w}")))
+            todo += [(w, frames(w), ("stored", w)), (f"{w} again", frames(w), ("repeat", w))]
+        return todo
+
+    def case(self, t, kind, key):
+        """(z, reference, allowance) of a planned call."""
+        if kind in ("stored", "repeat"):
+            return self.stored_case(key)
+        z = self.fresh.draw(key, t)
+        if kind == "warm":
+            return (z, *self.fresh.prefix(z))
+        if key not in self.refs:
+            self.refs[key] = self.fresh.full(z, release=not self.cpu and not self.args.fp32)
+        return (z, *self.refs[key])
+
+    def call(self, group, name, t, world, case, first):
         import bounds
-        world = spec.WORKLOADS[workload]["world"]
-        t = case["z"].shape[2]
+        z, ref, allow = case
         timeout = call_timeout(t, world, self.geometry, self.cpu, self.args.timeout_scale, first=first)
-        call = judged(group, case["z"], case["ref"], case["allow"], timeout, self.device)
+        call = judged(group, z, ref, allow, timeout, self.device)
+        problems = [] if call["status"] == "passed" else [(call["status"], call["reason"])]
         b = bounds.bound_of(t, world, self.peaks, self.geometry)
         if call["time_s"] < b["bound_s"]:
-            why = (f"{call['time_s'] * 1e3:.3f} ms is below the roofline bound {b['bound_s'] * 1e3:.3f} ms "
-                   f"({b['flops_per_gpu'] / 1e12:.3g} TFLOP per GPU at {self.peaks['bf16_tflops']:.0f} TFLOP/s)")
-            call["status"], call["reason"] = checks.worst([(call["status"], call["reason"]), ("impossible", why)]
-                                                          if call["status"] != "passed" else [("impossible", why)])
-        self.add(name, call["status"], call["reason"], call["time_s"], workload=workload, figures=call["figures"])
+            problems.append(("impossible", f"{call['time_s'] * 1e3:.3f} ms is below the roofline bound "
+                                           f"{b['bound_s'] * 1e3:.3f} ms ({b['flops_per_gpu'] / 1e12:.3g} TFLOP per "
+                                           f"GPU at {self.peaks['bf16_tflops']:.0f} TFLOP/s)"))
+        call["status"], call["reason"] = checks.worst(problems)
+        return call
 
     def run(self, workloads):
         """Run the plan on `workloads` (those this machine can run)."""
@@ -92,8 +107,8 @@ class Gate:
         import loader
         args = self.args
         self.audit()
-        # f1 too: the fresh latents need the weights even when no stored workload is left to run
-        clips = sorted({spec.WORKLOADS[w]["clip"] for w in workloads} | {"f1"}, key=list(spec.CLIPS).index)
+        # f1 and f5 too: the allowances of fresh latents' first frames
+        clips = sorted({spec.WORKLOADS[w]["clip"] for w in workloads} | {"f1", "f5"}, key=list(spec.CLIPS).index)
         data.make.ensure(clips, self.geometry)
         desc = loader.describe(args.solution)
         if desc.manifest.get("sources"):
@@ -107,18 +122,16 @@ class Gate:
                                                   "pass --no-isolation to check without one (not a certificate)")
             return
         worlds = sorted({spec.WORKLOADS[w]["world"] for w in workloads} | {1})
-        frames = {FRESH_LATENT_FRAMES} | {spec.CLIPS[spec.WORKLOADS[w]["clip"]]["latent_frames"] for w in workloads}
+        plans = {world: self.plan(workloads, world) for world in worlds}
+        frames = {t for p in plans.values() for _, t, _ in p}
         run.buffers_for(max(worlds), max(frames))
-        fresh = self.fresh_cases(args.fresh_calls * len(worlds))
+        self.fresh, self.refs = Fresh(self.geometry, self.device, args.seed), {}
         for world in worlds:
-            todo = [(f"fresh latents #{k + 1} x{world}", f"f5x{world}" if world in (1, 4) else f"f121x{world}",
-                     fresh.pop()) for k in range(args.fresh_calls)]
-            todo += [(w, w, None) for w in workloads if spec.WORKLOADS[w]["world"] == world]
-            self.world(desc, world, frames, todo)
+            self.world(desc, world, frames, plans[world])
 
     def world(self, desc, world, frames, todo):
-        group, first = None, True
-        for name, workload, case in todo:
+        group, first, times = None, True, {}
+        for name, t, (kind, key) in todo:
             if group is None:
                 try:
                     group, first = Group(desc, world, self.geometry, self.cpu, self.run_.buffers, self.run_, frames,
@@ -127,8 +140,7 @@ class Gate:
                     self.add(f"start x{world}", e.status, e.message)
                     return
             try:
-                self.call(group, name, workload, case or self.stored_case(workload), first)
-                first = False
+                call = self.call(group, name, t, world, self.case(t, kind, key), first)
             except GroupFailed as e:
                 self.add(name, e.status, e.message + (f"\n{group.log_tail(e.rank)}" if e.rank is not None else ""))
                 group.close(graceful=False)
@@ -136,6 +148,19 @@ class Gate:
                 if e.status == "timeout":   # a hang repeats; each costs the whole timeout
                     self.add(f"rest of x{world}", "timeout", "not run: a call at this world hung")
                     return
+                continue
+            if kind == "repeat":
+                unseen = times.get(t, [])
+                tol = REPEAT_TOLERANCE_CPU if self.cpu else REPEAT_TOLERANCE
+                if unseen and call["time_s"] * (1 + tol) < min(unseen):
+                    problems = [] if call["status"] == "passed" else [(call["status"], call["reason"])]
+                    call["status"], call["reason"] = checks.worst(problems + [("tampering", (
+                        f"faster on repeated inputs: {call['time_s']:.4g} s on latents it had seen, at least "
+                        f"{min(unseen):.4g} s on latents of that shape it had not"))])
+            elif not first:      # a process's first call also pays for its start
+                times.setdefault(t, []).append(call["time_s"])
+            first = False
+            self.add(name, call["status"], call["reason"], call["time_s"], figures=call["figures"])
         if group is not None:
             group.close(graceful=True)
 

@@ -123,6 +123,12 @@ class Rank:
                 return False
             weights = list(prepared)
         info["prepare_s"] = time.perf_counter() - t0
+        from harness import census
+        narrow = census.narrow(weights)
+        if narrow:
+            self.send("error", status="incorrect", rank=self.rank, phase="prepare",
+                      error=f"narrow numerics: {'; '.join(narrow[:4])}")
+            return False
         replaced = guards.replaced(torch, self.snapshot)
         if replaced:
             self.send("error", status="tampering", rank=self.rank, phase="load or prepare",

@@ -1,15 +1,21 @@
-"""bench's plan: workloads by world, solutions interleaved call by call within a workload, each call judged here.
+"""bench's plan: workloads by world, solutions interleaved call by call within a workload, each call judged here
+(which latents each call gets: Runner.run_workload).
 
 Timed calls repeat until the standard error of the median is under 0.5% of it (about a 1% half-width at 95%)
 after at least --min-reps, or until --time-cap seconds of calls, or --max-reps; warm-up calls (checked like the rest)
 come first. The working set (GBs) is far beyond L2, so no cache flush between calls."""
 import json
 import os
+import secrets
 import shutil
 
 import spec
 from harness import checks, profile
 from harness.group import STARTUP_S, Group, GroupFailed
+from harness.inputs import Fresh
+
+REPEATS = 2                  # calls on the stored latents again after the timed ones
+PARITY_TOLERANCE = 0.10      # repeated inputs may run this much faster than fresh ones (more where noise is more)
 
 
 def call_timeout(latent_frames, world, geometry, cpu, scale=1.0, first=False):
@@ -18,6 +24,18 @@ def call_timeout(latent_frames, world, geometry, cpu, scale=1.0, first=False):
     flops = spec.decode_flops(latent_frames, geometry) / world
     rate = 2e9 if cpu else 20e12   # fp32-ish worst cases: a 2-core CPU, an unoptimised GPU decode
     return scale * (60.0 + flops / rate + (STARTUP_S if first else 0.0))
+
+
+def parity(rec):
+    """{} or a failure: the fastest call on latents the solution had seen against the fastest on latents it had not,
+    beyond noise (a cache that keeps only the last latents hits the second of the back-to-back repeats)."""
+    fresh = checks.stats(rec["samples_s"])
+    tol = max(PARITY_TOLERANCE, 2 * fresh["spread"])
+    if min(rec["repeat_s"]) * (1 + tol) < fresh["min_s"]:
+        return {"status": "tampering", "passed": False,
+                "reason": f"faster on repeated inputs: {min(rec['repeat_s']):.4g} s on latents it had seen, at "
+                          f"least {fresh['min_s']:.4g} s on fresh ones (more than {100 * tol:.0f}% apart)"}
+    return {}
 
 
 def judged(group, z, ref, allow, timeout, device, profile_call=False):
@@ -47,6 +65,7 @@ class Runner:
         self.run, self.sampler = run, sampler
         self.groups, self.info = {}, {}
         self.device = "cpu" if cpu else "cuda:0"
+        self.fresh = Fresh(geometry, self.device)
 
     def group(self, sol, world, frames):
         key = (sol["path"], world)
@@ -62,17 +81,24 @@ class Runner:
             g.close(graceful)
 
     def run_workload(self, workload, frames, progress):
-        """Every solution's calls at one workload; returns {solution name: record}."""
+        """Every solution's calls at one workload; returns {solution name: record}.
+
+        An untimed workload gets one call on its stored latents. A timed one: warm-up calls and timed calls on fresh
+        latents (their first frames checked against the fp32 decode, all frames for range), except one timed call
+        at a secret position on the stored latents (checked in full: the solution cannot tell it from the others);
+        then REPEATS calls on the stored latents again, which the solution has now seen: their median must not be
+        faster than the fresh calls' beyond noise ("faster on repeated inputs")."""
         e = spec.WORKLOADS[workload]
         world, timed, clip = e["world"], e["timed"], e["clip"]
         t = spec.CLIPS[clip]["latent_frames"]
-        allow = spec.allowance(clip, self.geometry)
-        z = spec.make_inputs(workload, "cpu", self.geometry)[0]
-        ref = spec.load_reference(clip, self.geometry)
+        stored = (spec.make_inputs(workload, "cpu", self.geometry)[0], spec.load_reference(clip, self.geometry),
+                  spec.allowance(clip, self.geometry))
+        stored_at = secrets.randbelow(self.args.min_reps)
         records, active = {}, []
         for sol in self.solutions:
             rec = {"workload": workload, "world": world, "clip": clip, "timed": timed, "status": None,
-                   "passed": False, "reason": None, "allowance": allow, "calls": [], "samples_s": []}
+                   "passed": False, "reason": None, "allowance": stored[2], "calls": [], "samples_s": [],
+                   "repeat_s": []}
             records[sol["name"]] = rec
             if sol.get("build_error"):
                 rec.update(status="build error", reason=sol["build_error"])
@@ -89,9 +115,11 @@ class Runner:
         while active:
             for sol in list(active):
                 rec = records[sol["name"]]
-                warm = len(rec["calls"]) < warmups
-                timeout = call_timeout(t, world, self.geometry, self.cpu, self.args.timeout_scale,
-                                       first=not rec["calls"])
+                i = len(rec["calls"])
+                done_timing = timed and self.finished(rec, spent[sol["name"]])
+                kind = "stored" if not timed or i - warmups == stored_at else "repeat" if done_timing else "fresh"
+                z, ref, allow = stored if kind != "fresh" else self.fresh.checked(f"{workload}/{i}", t)
+                timeout = call_timeout(t, world, self.geometry, self.cpu, self.args.timeout_scale, first=not i)
                 self.sampler.start(world)
                 try:
                     call = judged(self.groups[(sol["path"], world)], z, ref, allow, timeout, self.device)
@@ -100,7 +128,7 @@ class Runner:
                     self.fail(sol, world, rec, err)
                     active.remove(sol)
                     continue
-                call.update(warmup=warm, clocks=self.sampler.stop())
+                call.update(warmup=i < warmups, inputs=kind, clocks=self.sampler.stop())
                 rec["calls"].append(call)
                 spent[sol["name"]] += call["time_s"]
                 progress.advance(task)
@@ -108,13 +136,17 @@ class Runner:
                     rec.update(status=call["status"], reason=call["reason"])
                     active.remove(sol)
                     continue
-                if not warm and timed:
+                if kind == "repeat":
+                    rec["repeat_s"].append(call["time_s"])
+                elif i >= warmups and timed:
                     rec["samples_s"].append(call["time_s"])
-                if self.finished(rec, timed, spent[sol["name"]]):
+                if not timed or len(rec["repeat_s"]) >= REPEATS:
                     rec.update(status="passed", passed=True)
+                    if timed:
+                        rec.update(parity(rec))
                     active.remove(sol)
-                    if self.args.profile:
-                        self.profile_call(sol, world, workload, rec, z, ref, allow)
+                    if self.args.profile and rec["passed"]:
+                        self.profile_call(sol, world, workload, rec, *stored)
         progress.remove_task(task)
         for rec in records.values():
             self.summarise(rec)
@@ -142,9 +174,8 @@ class Runner:
             json.dump(rec["profile"], f, indent=1)
         self.console.print(profile.profile_report(sol["name"], workload, rec["profile"]))
 
-    def finished(self, rec, timed, spent):
-        if not timed:
-            return len(rec["calls"]) >= 1
+    def finished(self, rec, spent):
+        """Whether the timed calls may stop (then come the repeats)."""
         n = len(rec["samples_s"])
         if n < self.args.min_reps:
             return False

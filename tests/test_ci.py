@@ -54,7 +54,7 @@ def test_honest_solutions_pass_every_time(tiny_data, tmp_path, attempt, solution
 # cheat -> (exit code, check name, status, a phrase of the reason). Each runs on f1x1 and f5x1 plus fresh latents.
 EXPECTED = {
     "stale_out.py": (1, "fresh latents #1 x1", "incorrect", "not finite (NaN is the poison"),
-    "cache_by_shape.py": (1, "fresh latents #2 x1", "incorrect", "below the roofline bound"),
+    "cache_by_shape.py": (3, "fresh latents #2 x1", "incorrect", "max|d|"),
     "reads_reference.py": (3, "fresh latents #1 x1", "tampering", "read the decoy references"),
     "patches_timer.py": (3, "start x1", "tampering", "replaced time.monotonic_ns"),
     "patches_sync.py": (3, "start x1", "tampering", "replaced torch.cuda.synchronize"),

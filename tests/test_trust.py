@@ -1,6 +1,6 @@
-"""The judge/sandbox split against hostile solutions, through the real launcher on the tiny geometry: each cheat of
-tests/cheats/ that attacks the harness (not the numerics) fails for its reason under bench (which has no audit) and
-under ci with the audit switched off, so the runtime layer holds alone."""
+"""The judge/sandbox split and the unpredictable inputs against hostile solutions, through the real launcher on the
+tiny geometry: each cheat of tests/cheats/ below fails for its reason under bench (which has no audit) and under ci
+with the audit switched off, so the runtime layer holds alone."""
 import json
 import os
 import subprocess
@@ -23,6 +23,58 @@ EXPECTED = {
     "reads_reference.py": ("tampering", "read the decoy references"),
     "child_process.py": ("tampering", "processes left running after the call"),
 }
+
+
+# cheats on the inputs: cheat -> (bench workload, status, phrase; gate check, status, phrase)
+INPUTS = {
+    "replays_module_cache.py": ("f121x1", "tampering", "faster on repeated inputs",
+                                "f121x1 again", "tampering", "faster on repeated inputs"),
+    "replays_default_arg.py": ("f121x1", "tampering", "faster on repeated inputs",
+                               "f121x1 again", "tampering", "faster on repeated inputs"),
+    "replays_function_attribute.py": ("f121x1", "tampering", "faster on repeated inputs",
+                                      "f121x1 again", "tampering", "faster on repeated inputs"),
+    "detects_gate.py": ("f121x1", "tampering", "faster on repeated inputs",
+                        "f121x1 again", "tampering", "faster on repeated inputs"),
+    "predicts_data.py": ("f5x1", "incorrect", "max|d|", "fresh latents #1 x1", "incorrect", "max|d|"),
+    "int8_weights.py": ("f5x1", "incorrect", "narrow numerics", "start x1", "incorrect", "narrow numerics"),
+}
+
+
+def test_bench_fails_every_cheat_on_the_inputs(tiny_data, tmp_path):
+    """Timed calls get fresh latents, one at a secret position the stored ones, then the stored ones again: a
+    replay shows as a repeat faster than any fresh call; a prediction of the data is wrong."""
+    out = tmp_path / "r.json"
+    p = subprocess.run([sys.executable, "bench.py", "solutions/reference", *[os.path.join(CHEATS, c) for c in INPUTS],
+                        "--tiny", "--workloads", "f5x1,f121x1", "--max-reps", "3", "--json", str(out)], cwd=ROOT,
+                       env=tiny_data, capture_output=True, text=True, timeout=600)
+    report = json.loads(out.read_text())
+    honest = report["solutions"]["reference"]["workloads"]["f121x1"]
+    assert honest["passed"] and len(honest["repeat_s"]) == 2, p.stdout[-3000:]
+    assert [c["inputs"] for c in honest["calls"]].count("stored") == 1 and len(honest["samples_s"]) == 3
+    for cheat, (workload, status, phrase, *_) in INPUTS.items():
+        rec = report["solutions"][cheat[:-3]]["workloads"][workload]
+        assert rec["status"] == status and phrase in rec["reason"], (cheat, rec["status"], rec["reason"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cheat", sorted(INPUTS))
+def test_gate_without_audit_fails_every_cheat_on_the_inputs(tiny_data, tmp_path, cheat):
+    *_, check, status, phrase = INPUTS[cheat]
+    out = tmp_path / "ci.json"
+    p = subprocess.run([sys.executable, "ci.py", os.path.join(CHEATS, cheat), "--tiny", "--no-audit", "--workloads",
+                        "f5x1,f121x1", "--fresh-calls", "1", "--json", str(out)], cwd=ROOT, env=tiny_data,
+                       capture_output=True, text=True, timeout=600)
+    report = json.loads(out.read_text())
+    fails = {c["name"]: c for c in report["checks"] if c["status"] not in ("passed", "skipped")}
+    assert check in fails, (fails, p.stdout[-2000:])
+    assert fails[check]["status"] == status and phrase in fails[check]["reason"], fails[check]
+    assert p.returncode == 1
+
+
+def test_gate_without_audit_fails_a_replay_and_a_gate_detector(tiny_data, tmp_path):
+    """The default tier's share of the above."""
+    for cheat in ("replays_module_cache.py", "detects_gate.py"):
+        test_gate_without_audit_fails_every_cheat_on_the_inputs(tiny_data, tmp_path, cheat)
 
 
 def test_bench_fails_every_cheat_for_its_reason(tiny_data, tmp_path):

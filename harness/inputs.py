@@ -1,0 +1,66 @@
+"""The latents a call gets and what the judge compares its video with.
+
+Timed calls get fresh latents: new draws of the data maker's latent statistics (data/synth.py) from a seed drawn
+when the run starts, kept in the judge and never written anywhere, so a solution can neither predict them nor have
+seen them in its process. Each is a source clip's worth of frames cut to the workload's length, as the stored
+clips are, so the two cannot be told apart by their statistics. Causality makes a cheap check of any of them: the
+first video frames depend only on the first latent frames, so the judge decodes those in fp32 (`prefix`)."""
+import secrets
+
+import spec
+
+PREFIX_LATENT_FRAMES = 2      # frames 1-5 of the video depend on latent frames 1-2 only
+
+
+class Fresh:
+    def __init__(self, geometry, device, seed=None):
+        self.geometry, self.device = geometry, device
+        self.seed = secrets.randbits(62) if seed is None else seed
+        self.weights = None
+        self.last = (None, None)
+
+    def draw(self, key, latent_frames):
+        """bf16 CPU latents [1, C, T, h, w] for `key` (the same key gives the same latents within this run)."""
+        import torch
+        from data import synth
+        z = synth.latents(self.geometry, self.seed, key, frames=spec.SOURCE_FRAMES)[:, :, :latent_frames]
+        return z.to(torch.bfloat16).contiguous()
+
+    def checked(self, key, latent_frames):
+        """(z, the fp32 decode of its first frames, their allowance) for `key`; the last one is kept, so solutions
+        interleaved call by call share the draw and its decode."""
+        if self.last[0] != (key, latent_frames):
+            z = self.draw(key, latent_frames)
+            self.last = ((key, latent_frames), (z, *self.prefix(z)))
+        return self.last[1]
+
+    def _weights(self):
+        if self.weights is None:
+            self.weights = spec.load_weights(self.device, self.geometry)
+        return self.weights
+
+    def prefix(self, z):
+        """(the fp32 decode of z's first latent frames as fp16 on the CPU, the allowance of that many frames)."""
+        import torch
+        import reference
+        t = min(PREFIX_LATENT_FRAMES, z.shape[2])
+        with torch.no_grad():
+            ref = reference.decode_fp32(z[:, :, :t].to(self.device), self._weights()).to(torch.float16).cpu()
+        clip = next(c for c, e in spec.CLIPS.items() if e["latent_frames"] == t)
+        return ref, spec.allowance(clip, self.geometry)
+
+    def full(self, z, release=False):
+        """(a reference video of all of z, its allowance): the fp32 decode with the allowance of the stored clip of
+        that length; or, with `release`, the release bf16 decode with the allowance plus that clip's bf16
+        error, which any video within the allowance of the fp32 decode meets (the triangle inequality; the stored
+        clip's bf16 error stands for that of these latents, drawn from the same statistics)."""
+        import torch
+        import reference
+        clip = next(c for c, e in spec.CLIPS.items() if e["latent_frames"] == z.shape[2])
+        allow = spec.allowance(clip, self.geometry)
+        with torch.no_grad():
+            if not release:
+                return reference.decode_fp32(z.to(self.device), self._weights()).to(torch.float16).cpu(), allow
+            ref = reference.decode_bf16(z.to(self.device), self._weights()).to(torch.float16).cpu()
+        cal = spec.calibration(clip, self.geometry)
+        return ref, {"max_abs": allow["max_abs"] + cal["bf16_max_abs"], "rms": allow["rms"] + cal["bf16_rms"]}

@@ -66,7 +66,8 @@ class Gate:
                 for k in range(self.args.fresh_calls)]
         for t in timed:
             clip = next(c for c, e in spec.CLIPS.items() if e["latent_frames"] == t)
-            todo += [(f"fresh {clip} #{k + 1} x{world}", t, ("fresh", f"{world}/{clip}/{k}"))
+            # The same draws at every world (each world's ranks are new processes): one reference decode each.
+            todo += [(f"fresh {clip} #{k + 1} x{world}", t, ("fresh", f"{clip}/{k}"))
                      for k in range(self.args.fresh_calls)]
         seen = {FRESH_LATENT_FRAMES, *timed}
         for w in mine:

@@ -27,15 +27,24 @@ def call_timeout(latent_frames, world, geometry, cpu, scale=1.0, first=False):
 
 
 def parity(rec):
-    """{} or a failure: the fastest call on latents the solution had seen against the fastest on latents it had not,
-    beyond noise (a cache that keeps only the last latents hits the second of the back-to-back repeats)."""
-    fresh = checks.stats(rec["samples_s"])
-    tol = max(PARITY_TOLERANCE, 2 * fresh["spread"])
-    if min(rec["repeat_s"]) * (1 + tol) < fresh["min_s"]:
-        return {"status": "tampering", "passed": False,
-                "reason": f"faster on repeated inputs: {min(rec['repeat_s']):.4g} s on latents it had seen, at "
-                          f"least {fresh['min_s']:.4g} s on fresh ones (more than {100 * tol:.0f}% apart)"}
-    return {}
+    """{} or a failure. Timed calls on fresh latents are checked in their first frames only, the calls on the stored
+    latents in full; so neither may be faster than the other beyond noise: not the repeats on latents the solution
+    had seen (a replay; a cache of only the last latents hits the second of the back-to-back repeats), and not the
+    fresh calls against every fully checked one (work skipped where it would not be seen)."""
+    fresh = [s for s, c in zip(rec["samples_s"], rec["sample_inputs"]) if c == "fresh"]
+    checked = [s for s, c in zip(rec["samples_s"], rec["sample_inputs"]) if c == "stored"] + rec["repeat_s"]
+    stats = checks.stats(fresh)
+    tol = max(PARITY_TOLERANCE, 2 * stats["spread"])
+    if min(rec["repeat_s"]) * (1 + tol) < stats["min_s"]:
+        why = (f"faster on repeated inputs: {min(rec['repeat_s']):.4g} s on latents it had seen, at least "
+               f"{stats['min_s']:.4g} s on fresh ones (more than {100 * tol:.0f}% apart)")
+    elif stats["median_s"] * (1 + tol) < min(checked):
+        why = (f"faster where only the first frames are checked: a median {stats['median_s']:.4g} s on fresh "
+               f"latents, at least {min(checked):.4g} s on the fully checked stored ones (more than {100 * tol:.0f}% "
+               f"apart)")
+    else:
+        return {}
+    return {"status": "tampering", "passed": False, "reason": why}
 
 
 def judged(group, z, ref, allow, timeout, device, profile_call=False):
@@ -98,7 +107,7 @@ class Runner:
         for sol in self.solutions:
             rec = {"workload": workload, "world": world, "clip": clip, "timed": timed, "status": None,
                    "passed": False, "reason": None, "allowance": stored[2], "calls": [], "samples_s": [],
-                   "repeat_s": []}
+                   "sample_inputs": [], "repeat_s": []}
             records[sol["name"]] = rec
             if sol.get("build_error"):
                 rec.update(status="build error", reason=sol["build_error"])
@@ -140,6 +149,7 @@ class Runner:
                     rec["repeat_s"].append(call["time_s"])
                 elif i >= warmups and timed:
                     rec["samples_s"].append(call["time_s"])
+                    rec["sample_inputs"].append(kind)
                 if not timed or len(rec["repeat_s"]) >= REPEATS:
                     rec.update(status="passed", passed=True)
                     if timed:

@@ -77,6 +77,20 @@ def test_gate_without_audit_fails_a_replay_and_a_gate_detector(tiny_data, tmp_pa
         test_gate_without_audit_fails_every_cheat_on_the_inputs(tiny_data, tmp_path, cheat)
 
 
+@pytest.mark.parametrize("attempt", [1, 2])
+def test_skipping_work_on_fresh_calls_is_caught_either_way(tiny_data, tmp_path, attempt):
+    """Honest on a process's first calls, cheap later: the stored call comes at a secret position, so either it is
+    one of the cheap calls (incorrect) or the cheap fresh calls are faster than every fully checked one."""
+    out = tmp_path / "r.json"
+    subprocess.run([sys.executable, "bench.py", os.path.join(CHEATS, "cheap_after_warmup.py"), "--tiny",
+                    "--workloads", "f121x1", "--min-reps", "6", "--max-reps", "6", "--json", str(out)], cwd=ROOT,
+                   env=tiny_data, capture_output=True, text=True, timeout=600)
+    rec = json.loads(out.read_text())["workloads"]["f121x1"]
+    caught = (rec["status"] == "incorrect" and "max|d|" in rec["reason"]) or \
+        (rec["status"] == "tampering" and "faster where only the first frames are checked" in rec["reason"])
+    assert caught and not rec["passed"], rec
+
+
 def test_bench_fails_every_cheat_for_its_reason(tiny_data, tmp_path):
     """All of them in one bench run (interleaved call by call), beside an honest solution that must still pass."""
     out = tmp_path / "r.json"

@@ -20,9 +20,16 @@ def bench(env, *args, timeout=600):
     return p
 
 
+def ranks():
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return {line.split()[0] for line in out.splitlines() if "-m harness.rank" in line}
+
+
+@pytest.fixture
 def leftover_workers():
-    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if "-m harness.rank" in line]
+    """The rank processes started since the test began that are still alive (another run's are not this one's)."""
+    before = ranks()
+    return lambda: ranks() - before
 
 
 @pytest.mark.parametrize("solution, workload, status, reason", [
@@ -36,7 +43,7 @@ def leftover_workers():
     ("build_error", "f5x1", "build error", "building broken_ext failed"),
     ("misspelt.py", "f5x1", "load error", "no `run"),
 ])
-def test_broken_solutions_are_reported(tiny_data, tmp_path, solution, workload, status, reason):
+def test_broken_solutions_are_reported(tiny_data, tmp_path, solution, workload, status, reason, leftover_workers):
     out = tmp_path / "r.json"
     env = dict(tiny_data, WAN_BUILD_DIR=str(tmp_path / "build"))
     p = bench(env, os.path.join(BROKEN, solution), "--workloads", f"{workload},f1x1", "--json", str(out),
@@ -125,7 +132,7 @@ def test_worst_status_wins_and_keeps_every_reason():
     assert status == "tampering" and reason == "a; b; c"
 
 
-def test_runs_under_torchrun(tiny_data, tmp_path):
+def test_runs_under_torchrun(tiny_data, tmp_path, leftover_workers):
     """The same command under torchrun's launcher: its rank 0 runs the whole bench (it judges ranks of its own), the
     other launched processes wait and exit."""
     out = tmp_path / "r.json"

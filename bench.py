@@ -76,10 +76,10 @@ def plan(args, console, gpus, cpu):
         return None
     if args.worlds:
         keep = {int(x) for x in args.worlds.split(",")}
-        workloads = [w for w in workloads if spec.WORKLOADS[w]["world"] in keep]
-    skipped = [w for w in workloads if not cpu and spec.WORKLOADS[w]["world"] > gpus]
+        workloads = [w for w in workloads if spec.WORKLOADS[w].world in keep]
+    skipped = [w for w in workloads if not cpu and spec.WORKLOADS[w].world > gpus]
     for w in skipped:
-        console.print(f"[yellow]skip {w}: it needs {spec.WORKLOADS[w]['world']} GPUs, {gpus} visible[/]")
+        console.print(f"[yellow]skip {w}: it needs {spec.WORKLOADS[w].world} GPUs, {gpus} visible[/]")
     return [w for w in workloads if w not in skipped], skipped
 
 
@@ -149,7 +149,7 @@ def bench(args, console):
     if not solutions:
         return 2
     workloads, skipped = planned
-    clips = sorted({spec.WORKLOADS[w]["clip"] for w in workloads} | {"f1"}, key=list(spec.CLIPS).index)
+    clips = sorted({spec.WORKLOADS[w].clip for w in workloads} | {"f1"}, key=list(spec.CLIPS).index)
     try:
         if args.no_make:
             for c in clips:
@@ -168,13 +168,13 @@ def bench(args, console):
     results = {s["name"]: {} for s in solutions}
     # By world (a group per world), timed workloads first: a shorter clip is a prefix of a longer one's source, and
     # a process that saw it could tell the timed workload's stored call from its fresh ones.
-    order = sorted(workloads, key=lambda w: (spec.WORKLOADS[w]["world"], not spec.WORKLOADS[w]["timed"],
+    order = sorted(workloads, key=lambda w: (spec.WORKLOADS[w].world, not spec.WORKLOADS[w].timed,
                                              list(spec.WORKLOADS).index(w)))
-    frames = {spec.CLIPS[spec.WORKLOADS[w]["clip"]]["latent_frames"] for w in order}
+    frames = {spec.WORKLOADS[w].latent_frames for w in order}
     runner = Runner(args, solutions, geometry, cpu, console, run, sampler)
     try:
         if order:
-            run.buffers_for(max(spec.WORKLOADS[w]["world"] for w in order), max(frames))
+            run.buffers_for(max(spec.WORKLOADS[w].world for w in order), max(frames))
         with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} calls"),
                       TimeElapsedColumn(), console=console, transient=True) as progress:
             overall = progress.add_task("workloads", total=len(order))
@@ -184,16 +184,16 @@ def bench(args, console):
                     console.print(report.line(name, rec, len(solutions) > 1))
                 progress.advance(overall)
                 # Groups are per world: close them once the last workload of their world is done.
-                if i + 1 == len(order) or spec.WORKLOADS[order[i + 1]]["world"] != spec.WORKLOADS[w]["world"]:
+                if i + 1 == len(order) or spec.WORKLOADS[order[i + 1]].world != spec.WORKLOADS[w].world:
                     runner.close()
     finally:
         runner.close()
         run.close()
     for w in skipped:
         for s in solutions:
-            results[s["name"]][w] = {"workload": w, "world": spec.WORKLOADS[w]["world"],
-                                     "timed": spec.WORKLOADS[w]["timed"], "status": "skipped", "passed": False,
-                                     "median_s": None, "reason": f"needs {spec.WORKLOADS[w]['world']} GPUs, "
+            results[s["name"]][w] = {"workload": w, "world": spec.WORKLOADS[w].world,
+                                     "timed": spec.WORKLOADS[w].timed, "status": "skipped", "passed": False,
+                                     "median_s": None, "reason": f"needs {spec.WORKLOADS[w].world} GPUs, "
                                                                  f"{gpus} visible"}
     for s in solutions:
         s.pop("desc", None)

@@ -3,7 +3,7 @@
     python bounds.py [--gpu NAME] [--measure | --ceilings bounds.json] [--results bench.json] [--json PATH]
                      [--plot PNG] [--tiny]
 
-Lower bound of one call = max(compute time, memory time): the decode's FLOPs (spec.bounds, a multiply-add counting
+Lower bound of one call = max(compute time, memory time): the decode's FLOPs (spec.work, a multiply-add counting
 2, every conv at its full kernel) divided over the world's GPUs at the dense bf16 tensor-core rate, and the bytes
 that must move (the video written, the weights read) at the HBM bandwidth. The decode is compute-bound by three
 orders of magnitude, so the bound is the FLOPs at the peak rate. `--measure` also measures this GPU's ceilings (a
@@ -27,19 +27,17 @@ def bound(workload, gpu="H200", geometry=spec.FULL, peaks=None):
     """{"flops", "bytes", "gpus", "flops_per_gpu", "intensity", "compute_s", "memory_s", "bound_s", "binds"} of one
     call; `peaks` ({"bf16_tflops", "hbm_tbps"}) overrides the GPU's datasheet figures."""
     e = spec.WORKLOADS[workload]
-    return bound_of(spec.CLIPS[e["clip"]]["latent_frames"], e["world"], peaks or GPUS[gpu], geometry)
+    return bound_of(e.latent_frames, e.world, peaks or GPUS[gpu], geometry)
 
 
 def bound_of(latent_frames, world, peaks, geometry=spec.FULL):
     """The bound of decoding any latents of `latent_frames` frames on `world` GPUs (ci.py's fresh latents too)."""
-    flops = spec.decode_flops(latent_frames, geometry)
-    video = 3 * spec.frames(latent_frames) * math.prod(geometry.video_hw) * 2
-    weights = sum(math.prod(shape) for _, shape in spec.weight_list(geometry)) * 2
-    per_gpu, nbytes = flops / world, video + weights
+    w = spec.work_of(latent_frames, world, geometry)
+    per_gpu, nbytes = w["flops"] / world, w["bytes"]
     compute = per_gpu / (peaks["bf16_tflops"] * 1e12)
     memory = nbytes / (peaks["hbm_tbps"] * 1e12)
-    return {"flops": flops, "bytes": nbytes, "gpus": world, "flops_per_gpu": per_gpu, "intensity": per_gpu / nbytes,
-            "compute_s": compute, "memory_s": memory, "bound_s": max(compute, memory),
+    return {"flops": w["flops"], "bytes": nbytes, "gpus": world, "flops_per_gpu": per_gpu,
+            "intensity": per_gpu / nbytes, "compute_s": compute, "memory_s": memory, "bound_s": max(compute, memory),
             "binds": "compute" if compute >= memory else "memory"}
 
 
@@ -106,7 +104,7 @@ def measure():
 
 def load_results(paths, solution=None):
     """{"workloads", "objective_s"} of one solution from bench.py JSON files; the objective only when one file
-    gives it for all nine timed workloads."""
+    gives it for all the timed workloads."""
     merged, objective = {}, None
     for path in paths:
         with open(path) as f:
@@ -204,7 +202,7 @@ def print_report(rep, console, geometry):
         t.add_row(*row)
     console.print(t)
     o = rep["objective"]
-    line = f"objective bound (geomean of the nine timed workloads): {o['bound_s']:.4f} s"
+    line = f"objective bound (geomean of the {len(spec.TIMED_WORKLOADS)} timed workloads): {o['bound_s']:.4f} s"
     if "measured_bound_s" in o:
         line += f", {o['measured_bound_s']:.4f} s on the measured ceilings"
     if "achieved_s" in o:

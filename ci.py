@@ -84,10 +84,10 @@ def main(argv=None):
         if unknown:
             raise ValueError(f"unknown workloads {unknown}; the workloads are {', '.join(spec.WORKLOADS)}")
         gate = Gate(args, console, add)
-        runnable = [w for w in asked if gate.cpu or spec.WORKLOADS[w]["world"] <= gate.gpus]
+        runnable = [w for w in asked if gate.cpu or spec.WORKLOADS[w].world <= gate.gpus]
         for w in asked:
             if w not in runnable:
-                add(w, "skipped", f"needs {spec.WORKLOADS[w]['world']} GPUs, {gate.gpus} visible")
+                add(w, "skipped", f"needs {spec.WORKLOADS[w].world} GPUs, {gate.gpus} visible")
         gate.run(runnable)
     except Exception as e:  # the harness's own failure: never reported as the solution's
         import traceback

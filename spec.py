@@ -62,11 +62,26 @@ SOURCE_FRAMES = 121  # latent frames of each source clip (20 s)
 SOURCES = tuple(dict.fromkeys(c["source"] for c in CLIPS.values()))
 # The short clips are checked at one GPU and at four, never timed; the long ones are checked and timed at 1, 2, 4.
 SHORT_CLIPS, LONG_CLIPS = ("f1", "f5", "f17"), ("f121", "f241", "f481")
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    """A clip decoded at a world size: `<clip>x<world>`."""
+    name: str
+    clip: str
+    world: int
+    timed: bool
+
+    @property
+    def latent_frames(self):
+        return CLIPS[self.clip]["latent_frames"]
+
+
 WORKLOADS = {
-    **{f"{c}x{n}": {"clip": c, "world": n, "timed": False} for c in SHORT_CLIPS for n in (1, 4)},
-    **{f"{c}x{n}": {"clip": c, "world": n, "timed": True} for c in LONG_CLIPS for n in (1, 2, 4)},
+    **{f"{c}x{n}": Workload(f"{c}x{n}", c, n, False) for c in SHORT_CLIPS for n in (1, 4)},
+    **{f"{c}x{n}": Workload(f"{c}x{n}", c, n, True) for c in LONG_CLIPS for n in (1, 2, 4)},
 }
-TIMED_WORKLOADS = tuple(w for w, e in WORKLOADS.items() if e["timed"])
+TIMED_WORKLOADS = tuple(w for w, e in WORKLOADS.items() if e.timed)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,7 +184,7 @@ def frames(latent_frames):
 
 def output_shape(workload, geometry=FULL):
     """The shape of rank 0's out at a workload."""
-    return (1, 3, frames(CLIPS[WORKLOADS[workload]["clip"]]["latent_frames"]), *geometry.video_hw)
+    return (1, 3, frames(WORKLOADS[workload].latent_frames), *geometry.video_hw)
 
 
 def _load(path):
@@ -200,7 +215,7 @@ def load_latents(source, geometry=FULL, latent_frames=SOURCE_FRAMES):
 def make_inputs(workload, device, geometry=FULL):
     """[z]: the clip's latents, the first T latent frames of its source, rounded to bf16, contiguous on `device`."""
     import torch
-    clip = CLIPS[WORKLOADS[workload]["clip"]]
+    clip = CLIPS[WORKLOADS[workload].clip]
     latents = load_latents(clip["source"], geometry, clip["latent_frames"])
     return [latents[:, :, :clip["latent_frames"]].to(device=device, dtype=torch.bfloat16).contiguous()]
 
@@ -326,14 +341,18 @@ def decode_flops(t, geometry=FULL):
     return sum(flops_by_weight(t, geometry).values())
 
 
-def bounds(workload, geometry=FULL):
-    """{"flops", "bytes", "gpus"} of one call at the workload: the decode's FLOPs (spread over the world's GPUs),
-    and the bytes that must move: the video written (bf16) and the weights read (bf16)."""
-    entry = WORKLOADS[workload]
-    t = CLIPS[entry["clip"]]["latent_frames"]
-    video = math.prod(output_shape(workload, geometry)) * 2
+def work_of(latent_frames, world, geometry=FULL):
+    """{"flops", "bytes", "gpus"} of decoding any latents of `latent_frames` frames on `world` GPUs: the decode's
+    FLOPs (spread over the GPUs), and the bytes that must move: the video written (bf16) and the weights read (bf16)."""
+    video = 3 * frames(latent_frames) * math.prod(geometry.video_hw) * 2
     weights = sum(math.prod(shape) for _, shape in weight_list(geometry)) * 2
-    return {"flops": decode_flops(t, geometry), "bytes": video + weights, "gpus": entry["world"]}
+    return {"flops": decode_flops(latent_frames, geometry), "bytes": video + weights, "gpus": world}
+
+
+def work(workload, geometry=FULL):
+    """work_of() one call of the workload."""
+    entry = WORKLOADS[workload]
+    return work_of(entry.latent_frames, entry.world, geometry)
 
 
 # The task's rules beside audit.py's own: run() reads nothing but its arguments.
@@ -349,5 +368,5 @@ RULES = {
 
 if __name__ == "__main__":
     for w in WORKLOADS:
-        b = bounds(w)
+        b = work(w)
         print(f"{w:<8} {b['flops'] / 1e15:8.4f} PFLOP over {b['gpus']} GPU(s), {b['bytes'] / 1e9:6.2f} GB")

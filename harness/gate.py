@@ -51,7 +51,7 @@ class Gate:
             self.add("audit", "audit", f"{len(lines)} finding(s): " + "; ".join(lines[:12]), findings=lines)
 
     def stored_case(self, workload):
-        clip = spec.WORKLOADS[workload]["clip"]
+        clip = spec.WORKLOADS[workload].clip
         return spec.make_inputs(workload, "cpu", self.geometry)[0], spec.load_reference(clip, self.geometry), \
             spec.allowance(clip, self.geometry)
 
@@ -59,9 +59,11 @@ class Gate:
         """[(check name, latent frames, case)] of one world, in order. A case is ("fresh", key) (verified in full),
         ("warm", key) (first frames only: a shape's first call, which may autotune), ("stored", workload) or
         ("repeat", workload) (the same latents again: it must not be much faster)."""
-        mine = [w for w in workloads if spec.WORKLOADS[w]["world"] == world]
-        frames = lambda w: spec.CLIPS[spec.WORKLOADS[w]["clip"]]["latent_frames"]   # noqa: E731
-        timed = sorted({frames(w) for w in workloads if spec.WORKLOADS[w]["timed"]})
+        mine = [w for w in workloads if spec.WORKLOADS[w].world == world]
+
+        def frames(w):
+            return spec.WORKLOADS[w].latent_frames
+        timed = sorted({frames(w) for w in workloads if spec.WORKLOADS[w].timed})
         todo = [(f"fresh latents #{k + 1} x{world}", FRESH_LATENT_FRAMES, ("fresh", f"{world}/{k}"))
                 for k in range(self.args.fresh_calls)]
         for t in timed:
@@ -73,7 +75,7 @@ class Gate:
         for w in mine:
             if frames(w) not in seen:
                 seen.add(frames(w))
-                todo.append((f"warm-up {spec.WORKLOADS[w]['clip']} x{world}", frames(w), ("warm", f"{world}/{w}")))
+                todo.append((f"warm-up {spec.WORKLOADS[w].clip} x{world}", frames(w), ("warm", f"{world}/{w}")))
             todo += [(w, frames(w), ("stored", w)), (f"{w} again", frames(w), ("repeat", w))]
         return todo
 
@@ -109,7 +111,7 @@ class Gate:
         args = self.args
         self.audit()
         # f1 and f5 too: the allowances of fresh latents' first frames
-        clips = sorted({spec.WORKLOADS[w]["clip"] for w in workloads} | {"f1", "f5"}, key=list(spec.CLIPS).index)
+        clips = sorted({spec.WORKLOADS[w].clip for w in workloads} | {"f1", "f5"}, key=list(spec.CLIPS).index)
         data.make.ensure(clips, self.geometry)
         desc = loader.describe(args.solution)
         if desc.manifest.get("sources"):
@@ -122,7 +124,7 @@ class Gate:
             self.add("isolation", "no isolation", "this platform offers no sandbox for the ranks (Landlock); "
                                                   "pass --no-isolation to check without one (not a certificate)")
             return
-        worlds = sorted({spec.WORKLOADS[w]["world"] for w in workloads} | {1})
+        worlds = sorted({spec.WORKLOADS[w].world for w in workloads} | {1})
         plans = {world: self.plan(workloads, world) for world in worlds}
         frames = {t for p in plans.values() for _, t, _ in p}
         run.buffers_for(max(worlds), max(frames))

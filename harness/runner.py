@@ -100,7 +100,7 @@ class Runner:
         then REPEATS calls on the stored latents again, which the solution has now seen: their median must not be
         faster than the fresh calls' beyond noise ("faster on repeated inputs")."""
         e = spec.WORKLOADS[workload]
-        world, timed, clip = e["world"], e["timed"], e["clip"]
+        world, timed, clip = e.world, e.timed, e.clip
         t = spec.CLIPS[clip]["latent_frames"]
         stored = (spec.make_inputs(workload, "cpu", self.geometry)[0], spec.load_reference(clip, self.geometry),
                   spec.allowance(clip, self.geometry))
@@ -218,7 +218,7 @@ class Runner:
         if rec["timed"] and rec["passed"] and rec["samples_s"]:
             s = checks.stats(rec["samples_s"])
             rec.update(s)
-            rec["tflops"] = spec.bounds(rec["workload"], self.geometry)["flops"] / s["median_s"] / 1e12
+            rec["tflops"] = spec.work(rec["workload"], self.geometry)["flops"] / s["median_s"] / 1e12
             if not self.cpu and self.args.gpu_key:
                 import bounds
                 rec["bound_s"] = bounds.bound(rec["workload"], self.args.gpu_key, self.geometry)["bound_s"]

@@ -1,4 +1,4 @@
-"""bounds.py: the same FLOPs, bytes and GPUs as spec.bounds, a breakdown that sums to the decode, the arithmetic
+"""bounds.py: the same FLOPs, bytes and GPUs as spec.work, a breakdown that sums to the decode, the arithmetic
 of the bound, and the --results / --plot report."""
 import json
 import math
@@ -19,14 +19,14 @@ def run(*args):
                           text=True, timeout=120)
 
 
-def test_json_equals_spec_bounds_for_all_fifteen(tmp_path):
+def test_json_equals_spec_work_for_every_workload(tmp_path):
     out = tmp_path / "b.json"
     p = run("--gpu", "H200", "--json", str(out))
     assert p.returncode == 0, p.stderr
     rep = json.loads(out.read_text())
     assert set(rep["workloads"]) == set(spec.WORKLOADS)
     for w, e in rep["workloads"].items():
-        b = spec.bounds(w)
+        b = spec.work(w)
         assert (e["flops"], e["bytes"], e["gpus"]) == (b["flops"], b["bytes"], b["gpus"])
         assert e["bound_s"] > 0
 
@@ -49,11 +49,11 @@ def test_bound_arithmetic():
     flops = spec.decode_flops(121) / 2
     assert b["flops_per_gpu"] == flops
     assert b["compute_s"] == pytest.approx(flops / 989.4e12)
-    assert b["memory_s"] == pytest.approx(spec.bounds("f481x2")["bytes"] / 4.8e12)
+    assert b["memory_s"] == pytest.approx(spec.work("f481x2")["bytes"] / 4.8e12)
     assert b["bound_s"] == max(b["compute_s"], b["memory_s"]) and b["binds"] == "compute"
     # A memory-bound case: at 1 TFLOP/s and 1000 TB/s compute binds; at 1e9 TFLOP/s memory does.
     m = bounds.bound("f1x1", peaks={"bf16_tflops": 1e9, "hbm_tbps": 1.0})
-    assert m["binds"] == "memory" and m["bound_s"] == pytest.approx(spec.bounds("f1x1")["bytes"] / 1e12)
+    assert m["binds"] == "memory" and m["bound_s"] == pytest.approx(spec.work("f1x1")["bytes"] / 1e12)
 
 
 def test_gpu_names():
@@ -65,7 +65,7 @@ def test_gpu_names():
 
 
 def test_results_report_and_plot(tmp_path):
-    timed = {w: {"median_s": 2.0 * spec.WORKLOADS[w]["world"] ** -1} for w in spec.TIMED_WORKLOADS}
+    timed = {w: {"median_s": 2.0 * spec.WORKLOADS[w].world ** -1} for w in spec.TIMED_WORKLOADS}
     bench = {"workloads": timed, "objective_s": math.exp(sum(math.log(r["median_s"]) for r in timed.values()) / 9),
              "objective_complete": True}
     (tmp_path / "r.json").write_text(json.dumps(bench))

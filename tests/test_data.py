@@ -89,7 +89,7 @@ def test_every_spec_loader_accepts_the_files(full, monkeypatch):
         assert spec.load_latents(source, G).shape == (1, G.latent_channels, spec.SOURCE_FRAMES, *G.latent_hw)
     for w in spec.WORKLOADS:
         z, = spec.make_inputs(w, "cpu", G)
-        assert z.dtype == torch.bfloat16 and z.shape[2] == spec.CLIPS[spec.WORKLOADS[w]["clip"]]["latent_frames"]
+        assert z.dtype == torch.bfloat16 and z.shape[2] == spec.WORKLOADS[w].latent_frames
     for clip in spec.CLIPS:
         video = spec.load_reference(clip, G)
         assert video.shape == spec.output_shape(f"{clip}x1", G) and video.dtype == torch.float16

@@ -43,7 +43,7 @@ def test_decode_flops_equal_task_figures():
 
 def test_bounds_and_workloads():
     assert len(spec.WORKLOADS) == 15 and len(spec.TIMED_WORKLOADS) == 9
-    b = spec.bounds("f481x2")
+    b = spec.work("f481x2")
     assert b["gpus"] == 2 and b["flops"] == spec.decode_flops(121)
     assert b["bytes"] == 3 * 481 * 704 * 1248 * 2 + 555_051_580 * 2
     assert spec.output_shape("f121x4") == (1, 3, 121, 704, 1248)

@@ -73,6 +73,14 @@ class Buffers:
         names = [f"weights{rank}", f"z{rank}"] + (["out"] if rank == 0 else [])
         return [os.path.join(self.folder, n) for n in names] if self.cpu else []
 
+    def wipe(self):
+        """Before a group takes these buffers: out poisoned, latents zeroed, the weights as they came."""
+        self.out.fill_(float("nan"))
+        for r in range(len(self.devices)):
+            self.z[r].zero_()
+            self.weights[r].copy_(self.pristine[r])
+        self.settle()
+
     # -- the judge's side of a call
     def stage(self, z):
         """Copy the call's latents next to every rank's buffer (before the clock starts)."""

@@ -127,7 +127,7 @@ class Gate:
         worlds = sorted({spec.WORKLOADS[w].world for w in workloads} | {1})
         plans = {world: self.plan(workloads, world) for world in worlds}
         frames = {t for p in plans.values() for _, t, _ in p}
-        run.buffers_for(max(worlds), max(frames))
+        self.buffers = run.buffers_for(0, max(worlds), max(frames))
         self.fresh, self.refs = Fresh(self.geometry, self.device, args.seed), {}
         for world in worlds:
             self.world(desc, world, frames, plans[world])
@@ -137,7 +137,7 @@ class Gate:
         for name, t, (kind, key) in todo:
             if group is None:
                 try:
-                    group, first = Group(desc, world, self.geometry, self.cpu, self.run_.buffers, self.run_, frames,
+                    group, first = Group(desc, world, self.geometry, self.cpu, self.buffers, self.run_, frames,
                                          self.run_.lock), True
                 except GroupFailed as e:
                     self.add(f"start x{world}", e.status, e.message)

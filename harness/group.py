@@ -14,6 +14,7 @@ A call, as the judge runs it (`Group.call`):
 import json
 import os
 import pickle
+import secrets
 import select
 import shutil
 import signal
@@ -29,6 +30,10 @@ from harness import procs
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLOCK = time.monotonic_ns
 STARTUP_S = 300.0          # load, build cache, prepare, first-call autotuning
+MAX_LINE = 1 << 20         # a protocol line is a few hundred bytes; a report with a trace path or problems, a few KiB
+# What a rank may say of itself: failures only (its own harness code reports these; a solution can forge them, and
+# then fails).
+RANK_FAILURES = ("runtime error", "load error", "tampering", "incorrect", "harness error")
 ENV_SAFETY = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 # The environment a rank inherits: the platform's, never the judge's own settings (data folder, seeds, flags).
 ENV_KEEP = ("PATH", "LANG", "LANGUAGE", "TZ", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH")
@@ -78,6 +83,7 @@ class Group:
         from harness.decoys import Decoys
         # Decoys of its own: another group's ranks, alive between this group's calls, cannot be blamed on it.
         self.decoys = Decoys(tempfile.mkdtemp(prefix="data-", dir=run.folder), geometry)
+        buffers.wipe()
         blobs = [buffers.lend(r) for r in range(world)]
         # Where ranks may write to /dev/shm (NCCL on GPUs), what they leave there goes with the group.
         shared = sandbox is not None and "/dev/shm" in sandbox.get("write", [])
@@ -113,8 +119,12 @@ class Group:
             self.logs.append(log)
             self.cmds.append(cmd_w)
             self.fds.append(res_r)
-            self.bufs[res_r] = b""
-        self.info = [fields for _, fields, _ in self._each("ready", None, STARTUP_S)]
+            self.bufs[res_r] = bytearray()
+        try:
+            self.info = [fields for _, fields, _ in self._each("ready", None, STARTUP_S)]
+        except GroupFailed:
+            self.close(graceful=False)
+            raise
 
     @staticmethod
     def _write(fd, data):
@@ -128,8 +138,10 @@ class Group:
         while True:
             for rank in sorted(wanted):
                 fd = self.fds[rank]
-                if rank in wanted and b"\n" in self.bufs[fd]:
-                    line, self.bufs[fd] = self.bufs[fd].split(b"\n", 1)
+                end = self.bufs[fd].find(b"\n") if rank in wanted else -1
+                if end >= 0:
+                    line = bytes(self.bufs[fd][:end])
+                    del self.bufs[fd][:end + 1]
                     yield rank, *self._parse(line, rank), self._arrived
             if not wanted:
                 return
@@ -140,10 +152,12 @@ class Group:
             self._arrived = CLOCK()
             for fd in ready:
                 chunk = os.read(fd, 1 << 20)
-                if chunk:
-                    self.bufs[fd] += chunk
-                else:
+                if not chunk:
                     self._died(self.fds.index(fd))
+                self.bufs[fd] += chunk
+                if len(self.bufs[fd]) > MAX_LINE and self.bufs[fd].find(b"\n") < 0:
+                    raise GroupFailed("tampering", f"rank {self.fds.index(fd)} sent a line of more than "
+                                                   f"{MAX_LINE} bytes", self.fds.index(fd))
             for rank, p in enumerate(self.procs):
                 if p.poll() is not None and not self.bufs[self.fds[rank]] and \
                         not select.select([self.fds[rank]], [], [], 0)[0]:
@@ -159,13 +173,13 @@ class Group:
 
     @staticmethod
     def _parse(line, rank):
-        kind, _, rest = line.decode("utf-8", "replace").partition(" ")
+        kind, _, rest = bytes(line).decode("utf-8", "replace").partition(" ")
         try:
             fields = json.loads(rest)
             if not isinstance(fields, dict):
                 raise ValueError("not an object")
-        except ValueError:
-            raise GroupFailed("tampering", f"rank {rank} sent a malformed line: {line[:200]!r}", rank)
+        except Exception:   # ValueError, but a deeply nested document raises RecursionError
+            raise GroupFailed("tampering", f"rank {rank} sent a malformed line: {bytes(line[:200])!r}", rank)
         return kind, fields
 
     def _each(self, kind, call, limit):
@@ -174,9 +188,11 @@ class Group:
         got, wanted = {}, set(range(self.world))
         for rank, k, fields, at in self._lines(time.monotonic() + limit, wanted):
             if k == "error":
-                where = f" in {fields['phase']}" if fields.get("phase") else ""
-                raise GroupFailed(fields.get("status", "runtime error"),
-                                  f"rank {rank}{where}: {fields.get('error')}", rank)
+                where = f" in {fields['phase']}" if isinstance(fields.get("phase"), str) else ""
+                status = fields.get("status")
+                if status not in RANK_FAILURES:      # a rank can only fail itself, never pass
+                    raise GroupFailed("tampering", f"rank {rank} reported the status {str(status)[:40]!r}", rank)
+                raise GroupFailed(status, f"rank {rank}{where}: {str(fields.get('error'))[:4000]}", rank)
             if k != kind or fields.get("call") != call:
                 raise GroupFailed("tampering", f"rank {rank} sent an unexpected '{k}' line (call "
                                                f"{fields.get('call')}) while the judge waited for '{kind}' of call "
@@ -211,7 +227,7 @@ class Group:
             self.bufs[fd] += chunk
         for rank, fd in enumerate(self.fds):
             if self.bufs[fd]:
-                raise GroupFailed("tampering", f"rank {rank} wrote {when}: {self.bufs[fd][:120]!r}", rank)
+                raise GroupFailed("tampering", f"rank {rank} wrote {when}: {bytes(self.bufs[fd][:120])!r}", rank)
 
     # -- a call
     def call(self, z, timeout, profile=False):
@@ -229,11 +245,15 @@ class Group:
         self.decoys.arm()
         before = self._mine()
         verb = "profile" if profile else "go"
+        nonce = secrets.token_hex(8)      # a `done` must echo it: none can be written before `go`
         t0 = CLOCK()
         self.buffers.place(n)
         for fd in self.cmds:
-            self._write(fd, f"{verb} {call} {t}\n".encode())
+            self._write(fd, f"{verb} {call} {t} {nonce}\n".encode())
         arrivals = self._each("done", call, timeout)
+        bad = [r for r, fields, _ in arrivals if fields.get("nonce") != nonce]
+        if bad:
+            raise GroupFailed("tampering", f"rank {bad[0]} sent a `done` that does not answer this call's `go`", bad[0])
         t1 = max(at for _, _, at in arrivals)
         read1 = out.clone()
         self.buffers.settle()
@@ -263,18 +283,29 @@ class Group:
         self.buffers.settle()
         return torch.equal(self._out.view(torch.int16), read1.view(torch.int16))
 
+    def freeze(self, stop=True):
+        """Stop (or let go on) every process of this group while another group's call runs: a solution's threads
+        and helpers must not run beside another solution's timed call."""
+        sig = signal.SIGSTOP if stop else signal.SIGCONT
+        for pid in {p.pid for p in self.procs} | procs.descendants_of(p.pid for p in self.procs):
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
     def _mine(self):
-        """Live processes this group's ranks started: their descendants, and orphans re-parented to the judge
-        that carry the group's environment."""
-        out = set()
-        for p in self.procs:
-            out |= procs.descendants(p.pid)
-        out |= {pid for pid in procs.descendants() - self.known - out
-                if pid not in Group.ranks and procs.marked(pid, "MASTER_PORT", self.port)}
-        return out
+        """Live processes this group's ranks started: their descendants, and processes re-parented to the judge that
+        no live rank started (an orphan is the group's whose environment it carries; one that cleared its
+        environment is counted by every group, so it appears in the difference around the call that made it)."""
+        out = procs.descendants_of(p.pid for p in self.procs)
+        orphans = procs.descendants() - Group.ranks - procs.descendants_of(Group.ranks)
+        others = {pid for pid in orphans
+                  if procs.environ_has(pid, "MASTER_PORT") and not procs.marked(pid, "MASTER_PORT", self.port)}
+        return out | (orphans - others)
 
     # -- the end
     def close(self, graceful=True):
+        self.freeze(False)
         if graceful:
             try:
                 for fd in self.cmds:
@@ -286,6 +317,10 @@ class Group:
                 pass
         stray = self._mine()
         Group.ranks.difference_update(p.pid for p in self.procs)
+        # And every other process below the judge that no live group's rank started: an orphan that cleared its
+        # environment cannot be traced to its group, and must not outlive it into another world's or run's.
+        # (The judge has no children of its own while groups run.)
+        stray |= procs.descendants() - Group.ranks - procs.descendants_of(Group.ranks)
         for p in self.procs:
             try:
                 os.killpg(p.pid, signal.SIGKILL)

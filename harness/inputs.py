@@ -4,7 +4,8 @@ Timed calls get fresh latents: new draws of the data maker's latent statistics (
 when the run starts, kept in the judge and never written anywhere, so a solution can neither predict them nor have
 seen them in its process. Each is a source clip's worth of frames cut to the workload's length, as the stored
 clips are, so the two cannot be told apart by their statistics. Causality makes a cheap check of any of them: the
-first video frames depend only on the first latent frames, so the judge decodes those in fp32 (`prefix`)."""
+first video frames depend only on the first latent frames, so the judge can check those alone in fp32 (`prefix`,
+the gate's warm-up calls); every other fresh call is checked in full (`full`)."""
 import secrets
 
 import spec
@@ -27,11 +28,12 @@ class Fresh:
         return z.to(torch.bfloat16).contiguous()
 
     def checked(self, key, latent_frames):
-        """(z, the fp32 decode of its first frames, their allowance) for `key`; the last one is kept, so solutions
-        interleaved call by call share the draw and its decode."""
+        """(z, a reference video of all of it, the allowance) for `key` (see full(): fp32 on the CPU, the release
+        bf16 decode on GPUs); the last one is kept, so solutions interleaved call by call share the draw and its
+        decode."""
         if self.last[0] != (key, latent_frames):
             z = self.draw(key, latent_frames)
-            self.last = ((key, latent_frames), (z, *self.prefix(z)))
+            self.last = ((key, latent_frames), (z, *self.full(z, release=self.device != "cpu")))
         return self.last[1]
 
     def _weights(self):

@@ -60,6 +60,23 @@ def marked(pid, key, value):
         return False
 
 
+def environ_has(pid, key):
+    """Whether process `pid`'s environment sets `key` at all."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return any(kv.startswith(f"{key}=".encode()) for kv in f.read().split(b"\0"))
+    except OSError:
+        return False
+
+
+def descendants_of(pids):
+    """Live pids below any of `pids`."""
+    out = set()
+    for pid in pids:
+        out |= descendants(pid)
+    return out
+
+
 def kill(pids):
     for pid in pids:
         try:

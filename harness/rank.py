@@ -5,9 +5,9 @@ the judge's tensors (weights, latents, out), make the views of every clip length
 (harness/sandbox.py), snapshot the functions of torch, time and builtins. Then import the solution, call prepare,
 and serve the judge's commands, one line each:
 
-    go CALL T        run(z, weights, rank, world, pg, out) on the T-frame views, synchronise every device this
-                     process touched, write `done CALL`; then write `report CALL {...}` (diagnostics)
-    profile CALL T   the same under torch.profiler with the named scopes on; the trace goes to the scratch folder
+    go CALL T NONCE       run(z, weights, rank, world, pg, out) on the T-frame views, synchronise every device
+                          this process touched, write `done` (with CALL and NONCE); then `report` (diagnostics)
+    profile CALL T NONCE  the same under torch.profiler with the named scopes on; the trace goes to scratch
     quit
 
 Everything after the import runs beside the solution and is the solution's to change: the judge trusts none of it
@@ -153,7 +153,7 @@ class Rank:
             cmd = self.command()
             if cmd[0] == "quit":
                 return
-            call, t = int(cmd[1]), int(cmd[2])
+            call, t, nonce = int(cmd[1]), int(cmd[2]), cmd[3]
             z, out = self.views[t]
             layout = (out.untyped_storage().data_ptr(), out.data_ptr(), tuple(out.shape), out.stride())
             threads = self.guards.threads()
@@ -169,7 +169,7 @@ class Rank:
                           trace=traceback.format_exc())
                 return   # the judge ends the group: peers may be stuck in a collective
             t1 = CLOCK()
-            self.send("done", call=call)
+            self.send("done", call=call, nonce=nonce)
             self.report(call, t0, t1, out, layout, threads, prof)
 
     def report(self, call, t0, t1, out, layout, threads, prof):

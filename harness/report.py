@@ -56,7 +56,8 @@ def line(name, rec, many):
         return f"  {who}{rec['workload']:<8} [red]{rec['status']}[/]: {rec['reason']}"
     t = f"median {rec['median_s']:.4f} s (n={rec['n']}, spread {100 * rec['spread']:.1f}%)" if rec.get("median_s") \
         else "checked"
-    return f"  {who}{rec['workload']:<8} [green]passed[/] PSNR {rec['psnr_db']:.1f} dB, {t}"
+    psnr = f"PSNR {rec['psnr_db']:.1f} dB, " if "psnr_db" in rec else ""
+    return f"  {who}{rec['workload']:<8} [green]passed[/] {psnr}{t}"
 
 
 def report(console, solutions, results, geometry, cpu):

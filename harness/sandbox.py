@@ -27,7 +27,13 @@ _READ = _EXECUTE | _READ_FILE | _READ_DIR
 _DEVICE = _READ_FILE | _WRITE_FILE | _READ_DIR | _TRUNCATE | _IOCTL_DEV
 _SCOPE_SIGNAL = 1 << 1  # never SCOPE_ABSTRACT_UNIX_SOCKET (1 << 0): NCCL's ranks talk over abstract sockets
 
-_SYSTEM_READS = ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", "/opt", "/sys")
+_SYSTEM_READS = ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/opt", "/sys")
+# Of /etc only what the loader, the C library, compilers (Triton builds its launcher) and locales read: not its
+# secrets (shadow, the machine's keys and credentials).
+_ETC_READS = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "passwd", "group", "nsswitch.conf",
+              "hosts", "host.conf", "resolv.conf", "gai.conf", "protocols", "services", "os-release", "lsb-release",
+              "debian_version", "alternatives", "ssl", "ca-certificates", "pki", "mime.types", "locale.alias",
+              "locale.conf", "nvidia", "OpenCL", "vulkan", "glvnd", "fonts", "magic", "magic.mime", "machine-id")
 # Not /proc as a whole: other processes' environ and cmdline hold the harness's secrets and paths.
 _PROC_READS = ("cpuinfo", "meminfo", "stat", "sys", "driver", "filesystems", "version", "loadavg", "uptime")
 
@@ -181,7 +187,7 @@ def allowed_reads(extra=(), exclude=()) -> list:
         if real and not (cwd and _contains(real, cwd)) and not _in_checkout(real):
             found.append(entry)
     found += site.getsitepackages() if hasattr(site, "getsitepackages") else []
-    found += [site.getusersitepackages()] + list(_SYSTEM_READS)
+    found += [site.getusersitepackages()] + list(_SYSTEM_READS) + [f"/etc/{name}" for name in _ETC_READS]
     found += [f"/proc/{os.getpid()}"] + [f"/proc/{name}" for name in _PROC_READS]
     paths = []
     for path in found:

@@ -27,8 +27,9 @@ class Run:
                         ignore=shutil.ignore_patterns("__pycache__"))
         for name in ("spec.py", "reference.py", "loader.py"):
             shutil.copyfile(os.path.join(ROOT, name), os.path.join(self.pkg, name))
-        self.buffers = None
+        self.buffers = {}
         procs.become_subreaper()
+        self.started_with = procs.descendants()
         abi = sandbox.abi() if isolation and not os.environ.get("WAN_ASSUME_NO_LANDLOCK") else 0
         if abi:
             self.isolation = f"landlock (ABI {abi})"
@@ -39,15 +40,21 @@ class Run:
             self.isolation = "none" if isolation else "none (--no-isolation)"
             self.lock = None
 
-    def buffers_for(self, world, frames):
-        """The judge's buffers for `world` ranks and clips up to `frames` latent frames (made once, grown when a
-        later group needs more)."""
-        b = self.buffers
+    def buffers_for(self, slot, world, frames):
+        """The judge's buffers of solution `slot` (one set per solution: solutions interleaved call by call never
+        share memory), for `world` ranks and clips up to `frames` latent frames; made once, grown when a later group
+        needs more, and wiped by every group that takes them (a group must not find its predecessor's video)."""
+        b = self.buffers.get(slot)
         if b is None or len(b.devices) < world or b.max_frames < frames:
-            self.buffers = None   # free the old ones before the new ones are made
-            self.buffers = Buffers(self.geometry, self.cpu, max(world, len(b.devices) if b else 0),
-                                   max(frames, b.max_frames if b else 0), self.folder)
-        return self.buffers
+            self.buffers[slot] = None   # free the old ones before the new ones are made
+            self.buffers[slot] = Buffers(self.geometry, self.cpu, max(world, len(b.devices) if b else 0),
+                                         max(frames, b.max_frames if b else 0),
+                                         tempfile.mkdtemp(prefix="buffers-", dir=self.folder))
+        return self.buffers[slot]
 
     def close(self):
+        """The folder goes, and every process below the judge that is still alive (the judge is their subreaper)."""
+        stray = procs.descendants() - self.started_with
+        procs.kill(stray)
+        procs.reap(stray)
         shutil.rmtree(self.folder, ignore_errors=True)

@@ -256,3 +256,15 @@ except SandboxError as e:
 attempt("secret", read(P["tmp"] + "/secret.txt"))
 """, tmp_path)
     assert out["abi"] == 0 and "no isolation" in out["error"] and out["secret"] == "ok"
+
+
+@needs_landlock
+def test_etc_secrets_are_out_of_reach_and_the_loader_cache_is_not(tmp_path):
+    out = child("""
+out["result"] = locked()
+attempt("shadow", read("/etc/shadow"))
+attempt("ld.so.cache", read("/etc/ld.so.cache"))
+attempt("hosts", read("/etc/hosts"))
+""", tmp_path)
+    assert out["shadow"] == "PermissionError"
+    assert out["ld.so.cache"] == "ok" and out["hosts"] == "ok"

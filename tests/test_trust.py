@@ -13,7 +13,7 @@ CHEATS = os.path.join(ROOT, "tests", "cheats")
 
 # cheat -> (status, a phrase of the reason)
 EXPECTED = {
-    "forges_lines.py": ("tampering", "wrote after its done and report"),
+    "forges_lines.py": ("tampering", "does not answer this call's `go`"),
     "early_done.py": ("tampering", "out changed after done"),
     "hooks_before_window.py": ("tampering", "replaced torch.Tensor.contiguous"),
     "hooks_after_window.py": ("tampering", "elements not finite"),
@@ -22,6 +22,10 @@ EXPECTED = {
     "tmp_cache.py": ("runtime error", "PermissionError"),
     "reads_reference.py": ("tampering", "read the decoy references"),
     "child_process.py": ("tampering", "processes left running after the call"),
+    "detaches_quietly.py": ("tampering", "processes left running after the call"),
+    "forges_a_pass.py": ("tampering", "reported the status 'passed'"),
+    "json_bomb.py": ("tampering", "sent a malformed line"),
+    "endless_line.py": ("tampering", "sent a line of more than"),
 }
 
 
@@ -77,18 +81,14 @@ def test_gate_without_audit_fails_a_replay_and_a_gate_detector(tiny_data, tmp_pa
         test_gate_without_audit_fails_every_cheat_on_the_inputs(tiny_data, tmp_path, cheat)
 
 
-@pytest.mark.parametrize("attempt", [1, 2])
-def test_skipping_work_on_fresh_calls_is_caught_either_way(tiny_data, tmp_path, attempt):
-    """Honest on a process's first calls, cheap later: the stored call comes at a secret position, so either it is
-    one of the cheap calls (incorrect) or the cheap fresh calls are faster than every fully checked one."""
+def test_skipping_work_after_the_first_calls_is_incorrect(tiny_data, tmp_path):
+    """Honest on a process's first calls, cheap later: every call's whole video is checked, fresh ones too."""
     out = tmp_path / "r.json"
     subprocess.run([sys.executable, "bench.py", os.path.join(CHEATS, "cheap_after_warmup.py"), "--tiny",
                     "--workloads", "f121x1", "--min-reps", "6", "--max-reps", "6", "--json", str(out)], cwd=ROOT,
                    env=tiny_data, capture_output=True, text=True, timeout=600)
     rec = json.loads(out.read_text())["workloads"]["f121x1"]
-    caught = (rec["status"] == "incorrect" and "max|d|" in rec["reason"]) or \
-        (rec["status"] == "tampering" and "faster where only the first frames are checked" in rec["reason"])
-    assert caught and not rec["passed"], rec
+    assert rec["status"] == "incorrect" and "max|d|" in rec["reason"], rec
 
 
 def test_bench_fails_every_cheat_for_its_reason(tiny_data, tmp_path):
@@ -105,6 +105,8 @@ def test_bench_fails_every_cheat_for_its_reason(tiny_data, tmp_path):
         assert rec["status"] == status and phrase in rec["reason"], (cheat, rec["status"], rec["reason"])
     assert p.returncode == 1
     assert not os.path.exists(os.path.join(ROOT, "planted.py")) and not os.path.exists("/tmp/wan-cheat-cache")
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert "time.sleep(300)" not in ps
 
 
 @pytest.mark.slow

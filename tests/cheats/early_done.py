@@ -1,13 +1,20 @@
-"""Cheat (early done): says `done` at once, swallows the harness's own `done`, and decodes in a thread meanwhile, so
-the clock stops long before the work does."""
+"""Cheat (early done): takes the nonce of each `go` as the rank reads it, says `done` at once with it, swallows the
+harness's own `done`, and decodes in a thread meanwhile, so the clock stops long before the work does."""
 import os
 import sys
 import threading
 
 import reference
 
-_calls = [0]
-_write = os.write
+_read, _write = os.read, os.write
+_last = {}
+
+
+def _spy_read(fd, n):
+    data = _read(fd, n)
+    if fd == int(sys.argv[1]):
+        _last["go"] = bytes(data)
+    return data
 
 
 def _quiet_write(fd, data):
@@ -16,10 +23,15 @@ def _quiet_write(fd, data):
     return _write(fd, data)
 
 
+def prepare(weights, rank, world, pg):
+    os.read = _spy_read
+    return weights
+
+
 def run(z, weights, rank, world, pg, out):
-    _calls[0] += 1
     os.write = _quiet_write
-    _write(int(sys.argv[2]), f'done {{"call": {_calls[0]}}}\n'.encode())
+    _, call, _, nonce = _last["go"].split(b"\n")[0].decode().split()
+    _write(int(sys.argv[2]), f'done {{"call": {call}, "nonce": "{nonce}"}}\n'.encode())
     t = threading.Thread(target=reference.run, args=(z, weights, rank, world, pg, out), daemon=True)
     t.start()
     t.join()

@@ -8,7 +8,8 @@ deleted after the run), then imports the solution and calls `prepare` once (unti
 that process is the solution's: the judge trusts no line of it except the fact that `done` arrived.
 
 Timing (per call; the method, in harness/group.py):
-  1. Before the clock: the latents staged on every rank's device, `out` poisoned with NaN, the pipes quiet.
+  1. Before the clock: the latents staged on every rank's device (a timed call's are fresh: a secret seed), `out`
+     poisoned with NaN, the pipes quiet.
   2. The judge's clock (CLOCK_MONOTONIC) starts; it copies the latents into the ranks' buffers and writes `go`.
   3. The clock stops when the last rank's `done` arrives (a rank writes it after run() returned and its devices
      were synchronised). A rank's own stamps are diagnostics only.
@@ -18,10 +19,13 @@ Timing (per call; the method, in harness/group.py):
   median is under 0.5% of it after at least --min-reps, or until --time-cap seconds of calls, or --max-reps.
 
 Checking (every call, in the judge): every element finite and in [-1, 1] (NaN left from the poison means an
-unwritten element); max|d| and rms(d) against the fp32 reference within spec.allowance; PSNR shown; z and the
-weights unchanged; exactly one `done` and one `report` line per rank and call; no process left running; no decoy
-reference read. The ranks also report threads left running and replaced functions of torch, time and builtins
-(a second line: it can only fail a call).
+unwritten element); max|d| and rms(d) within the allowance against the fp32 reference (stored latents) or the
+judge's own decode of the fresh latents (fp32 on the CPU; on GPUs the release bf16 decode, the allowance widened by
+its error); PSNR shown; z and the weights unchanged; exactly one `done` (with the call's nonce) and one `report` line
+per rank and call; no process left running; no decoy reference read; repeats on the stored latents not faster than
+unseen latents beyond noise. The ranks also report threads left running and replaced functions of torch, time and
+builtins, and a precision census of what prepare returned (a second line: it can only fail a call). While one
+solution's call runs, the other solutions' ranks are stopped (SIGSTOP).
 
 Memory: each rank's torch.cuda.max_memory_allocated, reset before every call, plus the call's latents and (rank 0)
 out, which the judge lends. A workload's peak is the largest over its calls, warm-up included.
@@ -173,8 +177,6 @@ def bench(args, console):
     frames = {spec.WORKLOADS[w].latent_frames for w in order}
     runner = Runner(args, solutions, geometry, cpu, console, run, sampler)
     try:
-        if order:
-            run.buffers_for(max(spec.WORKLOADS[w].world for w in order), max(frames))
         with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} calls"),
                       TimeElapsedColumn(), console=console, transient=True) as progress:
             overall = progress.add_task("workloads", total=len(order))

@@ -18,7 +18,7 @@ class Fresh:
         self.geometry, self.device = geometry, device
         self.seed = secrets.randbits(62) if seed is None else seed
         self.weights = None
-        self.last = (None, None)
+        self.kept = {}
 
     def draw(self, key, latent_frames):
         """bf16 CPU latents [1, C, T, h, w] for `key` (the same key gives the same latents within this run)."""
@@ -29,12 +29,15 @@ class Fresh:
 
     def checked(self, key, latent_frames):
         """(z, a reference video of all of it, the allowance) for `key` (see full(): fp32 on the CPU, the release
-        bf16 decode on GPUs); the last one is kept, so solutions interleaved call by call share the draw and its
+        bf16 decode on GPUs); kept until forget(), so solutions interleaved call by call share the draw and its
         decode."""
-        if self.last[0] != (key, latent_frames):
+        if (key, latent_frames) not in self.kept:
             z = self.draw(key, latent_frames)
-            self.last = ((key, latent_frames), (z, *self.full(z, release=self.device != "cpu")))
-        return self.last[1]
+            self.kept[(key, latent_frames)] = (z, *self.full(z, release=self.device != "cpu"))
+        return self.kept[(key, latent_frames)]
+
+    def forget(self):
+        self.kept = {}
 
     def _weights(self):
         if self.weights is None:

@@ -65,6 +65,7 @@ def test_build_error_names_the_solution(tmp_path, monkeypatch):
         loader.load(broken)
 
 
+@pytest.mark.slow
 def test_extension_builds_once_and_is_importable(tmp_path, monkeypatch):
     """A solution with a C++ extension: built into the cache keyed by content and machine, then imported by name."""
     monkeypatch.setenv("WAN_BUILD_DIR", str(tmp_path / "build"))

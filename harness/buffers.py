@@ -68,11 +68,6 @@ class Buffers:
                 "geometry": self.geometry.name}
         return pickle.dumps(desc)
 
-    def files(self, rank):
-        """The files behind rank `rank`'s tensors (CPU): the only files outside its scratch it may write."""
-        names = [f"weights{rank}", f"z{rank}"] + (["out"] if rank == 0 else [])
-        return [os.path.join(self.folder, n) for n in names] if self.cpu else []
-
     def wipe(self):
         """Before a group takes these buffers: out poisoned, latents zeroed, the weights as they came."""
         self.out.fill_(float("nan"))
@@ -120,25 +115,45 @@ class Buffers:
                 self.torch.cuda.synchronize(d)
 
 
-def attach(blob, device):
-    """The rank's side: (weights, z buffer, out buffer or None) as tensors on `device`, from Buffers.lend()."""
+def premap(blob):
+    """The rank's side, before it locks itself down: map the lent files (CPU) with the standard library, and close
+    them, so that afterwards the rank needs no right on them at all (a rank that could truncate one would crash
+    the judge reading it). Returns {name: mmap} for attach()."""
+    import mmap
+    desc = pickle.loads(blob)
+    maps = {}
+    for name in ("weights", "z", "out"):
+        ref = desc[name]
+        if ref is not None and ref[0] == "file":
+            fd = os.open(ref[1], os.O_RDWR)
+            try:
+                maps[name] = mmap.mmap(fd, ref[2] * 2, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            finally:
+                os.close(fd)
+    return maps
+
+
+def attach(blob, device, maps):
+    """The rank's side: (weights, z buffer, out buffer or None) as tensors on `device`, from Buffers.lend() and
+    premap()."""
     import torch
     desc = pickle.loads(blob)
 
-    def open_(ref):
+    def open_(name):
+        ref = desc[name]
         if ref is None:
             return None
         if ref[0] == "file":
-            return torch.from_file(ref[1], shared=True, size=ref[2], dtype=torch.bfloat16)
+            return torch.frombuffer(maps[name], dtype=torch.bfloat16)
         fn, args = ref[1]
         return fn(*args)
-    flat = open_(desc["weights"])
+    flat = open_("weights")
     weights, at = [], 0
     for shape in desc["shapes"]:
         n = math.prod(shape)
         weights.append(flat[at:at + n].view(shape))
         at += n
-    return weights, open_(desc["z"]), open_(desc["out"])
+    return weights, open_("z"), open_("out")
 
 
 def views(zbuf, outbuf, frames_list, geometry, device):

@@ -26,10 +26,12 @@ import tempfile
 import time
 
 from harness import procs
+from harness.jail import Jail
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLOCK = time.monotonic_ns
 STARTUP_S = 300.0          # load, build cache, prepare, first-call autotuning
+CPUS = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
 MAX_LINE = 1 << 20         # a protocol line is a few hundred bytes; a report with a trace path or problems, a few KiB
 # What a rank may say of itself: failures only (its own harness code reports these; a solution can forge them, and
 # then fails).
@@ -79,6 +81,7 @@ class Group:
         self.calls, self._arrived, self._limit = 0, CLOCK(), STARTUP_S
         self.known = procs.descendants()
         port = self.port = _free_port()
+        self.jail = Jail.make(f"wan-{os.getpid()}-{port}") if sandbox is not None else None
         import loader
         from harness.decoys import Decoys
         # Decoys of its own: another group's ranks, alive between this group's calls, cannot be blamed on it.
@@ -101,7 +104,7 @@ class Group:
                 lock = {"extra": [run.pkg, os.path.abspath(solution.path), loader.build_dir(solution),
                                   self.decoys.folder],
                         "exclude": sandbox["exclude"],
-                        "write": [scratch] + (buffers.files(r) if cpu else sandbox["write"]),
+                        "write": [scratch] + ([] if cpu else sandbox["write"]),
                         "devices": list(DEVICES) + ([] if cpu else sandbox["gpu_devices"])}
             setup = {"rank": r, "world": world, "geometry": geometry.name, "device": "cpu" if cpu else "cuda",
                      "solution": os.path.abspath(solution.path), "buffers": blobs[r], "frames": sorted(frames),
@@ -111,6 +114,12 @@ class Group:
                                  stdin=subprocess.DEVNULL, start_new_session=True, cwd=scratch)
             os.close(cmd_r)
             os.close(res_w)
+            if self.jail is not None:   # before the rank reads its setup, so before any code of the solution runs
+                try:
+                    self.jail.add(p.pid)
+                except OSError:
+                    self.jail.remove()
+                    self.jail = None
             blob = pickle.dumps(setup)
             os.write(cmd_w, struct.pack("<Q", len(blob)))
             self._write(cmd_w, blob)
@@ -244,6 +253,7 @@ class Group:
         early = self.decoys.read()          # read in prepare or between calls
         self.decoys.arm()
         before = self._mine()
+        self._unslow()
         verb = "profile" if profile else "go"
         nonce = secrets.token_hex(8)      # a `done` must echo it: none can be written before `go`
         t0 = CLOCK()
@@ -264,7 +274,8 @@ class Group:
             if changed:
                 problems.append(("input modified", f"rank {r}: {' and '.join(changed)} "
                                                    f"{'were' if changed[-1] == 'the weights' else 'was'} modified"))
-        new = self._mine() - before
+        # With a cgroup every helper is seen, those started in prepare too: none may be alive after a call.
+        new = self._mine() if self.jail is not None else self._mine() - before
         if new:
             problems.append(("tampering", f"processes left running after the call: {sorted(new)}"))
             procs.kill(new)
@@ -283,20 +294,37 @@ class Group:
         self.buffers.settle()
         return torch.equal(self._out.view(torch.int16), read1.view(torch.int16))
 
+    def _unslow(self):
+        """The judge and this group's ranks back at normal priority on every CPU the judge started with: a rank may
+        lower the priority or narrow the CPUs of processes of its user (a neighbour's, the judge), which no sandbox
+        here forbids."""
+        for pid in [os.getpid()] + [p.pid for p in self.procs]:
+            try:
+                os.setpriority(os.PRIO_PROCESS, pid, 0)
+                os.sched_setaffinity(pid, CPUS)
+            except (OSError, AttributeError):
+                pass
+
     def freeze(self, stop=True):
         """Stop (or let go on) every process of this group while another group's call runs: a solution's threads
         and helpers must not run beside another solution's timed call."""
+        if self.jail is not None:
+            self.jail.freeze(stop)
+            return
         sig = signal.SIGSTOP if stop else signal.SIGCONT
-        for pid in {p.pid for p in self.procs} | procs.descendants_of(p.pid for p in self.procs):
+        for pid in {p.pid for p in self.procs} | self._mine():
             try:
                 os.kill(pid, sig)
             except (ProcessLookupError, PermissionError):
                 pass
 
     def _mine(self):
-        """Live processes this group's ranks started: their descendants, and processes re-parented to the judge that
-        no live rank started (an orphan is the group's whose environment it carries; one that cleared its
-        environment is counted by every group, so it appears in the difference around the call that made it)."""
+        """Live processes this group's ranks started: the members of its cgroup other than the ranks; without one,
+        the ranks' descendants and processes re-parented to the judge that no live rank started (an orphan is the
+        group's whose environment it carries; one that cleared its environment is counted by every group, so it
+        appears in the difference around the call that made it)."""
+        if self.jail is not None:
+            return self.jail.members() - {p.pid for p in self.procs}
         out = procs.descendants_of(p.pid for p in self.procs)
         orphans = procs.descendants() - Group.ranks - procs.descendants_of(Group.ranks)
         others = {pid for pid in orphans
@@ -316,6 +344,8 @@ class Group:
             except (OSError, subprocess.TimeoutExpired):
                 pass
         stray = self._mine()
+        if self.jail is not None:
+            self.jail.kill()
         Group.ranks.difference_update(p.pid for p in self.procs)
         # And every other process below the judge that no live group's rank started: an orphan that cleared its
         # environment cannot be traced to its group, and must not outlive it into another world's or run's.
@@ -333,6 +363,8 @@ class Group:
                 pass
         procs.kill(stray)
         procs.reap(stray)
+        if self.jail is not None:
+            self.jail.remove()
         for fd in self.fds + self.cmds:
             try:
                 os.close(fd)

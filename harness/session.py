@@ -8,6 +8,7 @@ import tempfile
 import spec
 from harness import procs, sandbox
 from harness.buffers import Buffers
+from harness.jail import Jail
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -32,7 +33,10 @@ class Run:
         self.started_with = procs.descendants()
         abi = sandbox.abi() if isolation and not os.environ.get("WAN_ASSUME_NO_LANDLOCK") else 0
         if abi:
-            self.isolation = f"landlock (ABI {abi})"
+            probe = Jail.make(f"wan-probe-{os.getpid()}")
+            if probe is not None:
+                probe.remove()
+            self.isolation = f"landlock (ABI {abi})" + (", a cgroup per group" if probe is not None else "")
             self.lock = {"exclude": [os.path.realpath(spec.data_dir(spec.FULL)), ROOT],
                          "write": [] if cpu else ["/dev/shm"],
                          "gpu_devices": sorted(glob.glob("/dev/nvidia*"))}

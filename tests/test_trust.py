@@ -26,6 +26,7 @@ EXPECTED = {
     "forges_a_pass.py": ("tampering", "reported the status 'passed'"),
     "json_bomb.py": ("tampering", "sent a malformed line"),
     "endless_line.py": ("tampering", "sent a line of more than"),
+    "truncates_out.py": ("runtime error", "PermissionError"),
 }
 
 

@@ -132,6 +132,7 @@ def test_worst_status_wins_and_keeps_every_reason():
     assert status == "tampering" and reason == "a; b; c"
 
 
+@pytest.mark.slow
 def test_runs_under_torchrun(tiny_data, tmp_path, leftover_workers):
     """The same command under torchrun's launcher: its rank 0 runs the whole bench (it judges ranks of its own), the
     other launched processes wait and exit."""

@@ -57,6 +57,7 @@ def test_outputs_bit_identical_with_scopes_on_and_off(solution):
     assert not missing, missing
 
 
+@pytest.mark.slow
 def test_bench_profile_of_the_band_split_names_the_communication(tiny_data, tmp_path):
     """On several ranks the baseline's traces carry halo_exchange and gather, and the table has them."""
     p = subprocess.run([sys.executable, "bench.py", "solutions/baseline", "--tiny", "--workloads", "f5x4",

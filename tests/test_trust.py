@@ -45,18 +45,24 @@ INPUTS = {
 }
 
 
-def test_bench_fails_every_cheat_on_the_inputs(tiny_data, tmp_path):
+INPUTS_DEFAULT = ("replays_module_cache.py", "predicts_data.py", "int8_weights.py")
+
+
+@pytest.mark.parametrize("cheats", [INPUTS_DEFAULT, pytest.param(tuple(INPUTS), marks=pytest.mark.slow)],
+                         ids=["some", "all"])
+def test_bench_fails_every_cheat_on_the_inputs(tiny_data, tmp_path, cheats):
     """Timed calls get fresh latents, one at a secret position the stored ones, then the stored ones again: a
-    replay shows as a repeat faster than any fresh call; a prediction of the data is wrong."""
+    replay shows as a repeat faster than any unseen call; a prediction of the data is wrong."""
     out = tmp_path / "r.json"
-    p = subprocess.run([sys.executable, "bench.py", "solutions/reference", *[os.path.join(CHEATS, c) for c in INPUTS],
+    p = subprocess.run([sys.executable, "bench.py", "solutions/reference", *[os.path.join(CHEATS, c) for c in cheats],
                         "--tiny", "--workloads", "f5x1,f121x1", "--max-reps", "3", "--json", str(out)], cwd=ROOT,
                        env=tiny_data, capture_output=True, text=True, timeout=600)
     report = json.loads(out.read_text())
     honest = report["solutions"]["reference"]["workloads"]["f121x1"]
     assert honest["passed"] and len(honest["repeat_s"]) == 2, p.stdout[-3000:]
     assert [c["inputs"] for c in honest["calls"]].count("stored") == 1 and len(honest["samples_s"]) == 3
-    for cheat, (workload, status, phrase, *_) in INPUTS.items():
+    for cheat in cheats:
+        workload, status, phrase, *_ = INPUTS[cheat]
         rec = report["solutions"][cheat[:-3]]["workloads"][workload]
         assert rec["status"] == status and phrase in rec["reason"], (cheat, rec["status"], rec["reason"])
 
@@ -76,12 +82,13 @@ def test_gate_without_audit_fails_every_cheat_on_the_inputs(tiny_data, tmp_path,
     assert p.returncode == 1
 
 
-def test_gate_without_audit_fails_a_replay_and_a_gate_detector(tiny_data, tmp_path):
+def test_gate_without_audit_fails_a_gate_detector(tiny_data, tmp_path):
     """The default tier's share of the above."""
-    for cheat in ("replays_module_cache.py", "detects_gate.py"):
+    for cheat in ("detects_gate.py",):
         test_gate_without_audit_fails_every_cheat_on_the_inputs(tiny_data, tmp_path, cheat)
 
 
+@pytest.mark.slow
 def test_skipping_work_after_the_first_calls_is_incorrect(tiny_data, tmp_path):
     """Honest on a process's first calls, cheap later: every call's whole video is checked, fresh ones too."""
     out = tmp_path / "r.json"
@@ -92,16 +99,23 @@ def test_skipping_work_after_the_first_calls_is_incorrect(tiny_data, tmp_path):
     assert rec["status"] == "incorrect" and "max|d|" in rec["reason"], rec
 
 
-def test_bench_fails_every_cheat_for_its_reason(tiny_data, tmp_path):
-    """All of them in one bench run (interleaved call by call), beside an honest solution that must still pass."""
+DEFAULT = ("forges_lines.py", "early_done.py", "hooks_after_window.py", "reads_data_folder.py", "tmp_cache.py",
+           "detaches_quietly.py", "forges_a_pass.py", "truncates_out.py")
+
+
+@pytest.mark.parametrize("cheats", [DEFAULT, pytest.param(tuple(EXPECTED), marks=pytest.mark.slow)],
+                         ids=["some", "all"])
+def test_bench_fails_every_cheat_for_its_reason(tiny_data, tmp_path, cheats):
+    """In one bench run (interleaved call by call), beside an honest solution that must still pass."""
     out = tmp_path / "r.json"
-    p = subprocess.run([sys.executable, "bench.py", "solutions/reference", *[os.path.join(CHEATS, c) for c in EXPECTED],
+    p = subprocess.run([sys.executable, "bench.py", "solutions/reference", *[os.path.join(CHEATS, c) for c in cheats],
                         "--tiny", "--workloads", "f5x1", "--json", str(out)], cwd=ROOT, env=tiny_data,
                        capture_output=True, text=True, timeout=600)
     report = json.loads(out.read_text())
     assert report["environment"]["isolation"].startswith("landlock"), report["environment"]
     assert report["solutions"]["reference"]["workloads"]["f5x1"]["passed"], p.stdout[-3000:]
-    for cheat, (status, phrase) in EXPECTED.items():
+    for cheat in cheats:
+        status, phrase = EXPECTED[cheat]
         rec = report["solutions"][cheat[:-3]]["workloads"]["f5x1"]
         assert rec["status"] == status and phrase in rec["reason"], (cheat, rec["status"], rec["reason"])
     assert p.returncode == 1
@@ -124,9 +138,9 @@ def test_gate_without_audit_fails_every_cheat_for_its_reason(tiny_data, tmp_path
     assert p.returncode == (1 if status == "tampering" else 2)
 
 
-def test_gate_without_audit_fails_a_forger_and_an_early_done(tiny_data, tmp_path):
-    """The default tier's share of the above: the two cheats on the protocol itself."""
-    for cheat in ("forges_lines.py", "early_done.py"):
+def test_gate_without_audit_fails_an_early_done(tiny_data, tmp_path):
+    """The default tier's share of the above: a cheat on the protocol itself."""
+    for cheat in ("early_done.py",):
         test_gate_without_audit_fails_every_cheat_for_its_reason(tiny_data, tmp_path, cheat)
 
 

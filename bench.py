@@ -147,7 +147,7 @@ def bench(args, console):
         console.print("[yellow]No CUDA GPU is visible: running the TINY geometry on the CPU (gloo). Its times say "
                       "nothing about a GPU; pass --tiny to choose this explicitly.[/]")
     geometry = spec.TINY if cpu else spec.FULL
-    args.gpus, args.gpu_key = gpus, hardware.gpu_key(gpu_name)
+    args.gpus, args.gpu_name, args.gpu_key = gpus, gpu_name, hardware.gpu_key(gpu_name)
     planned = plan(args, console, gpus, cpu)
     solutions = describe(args, console, True) if planned else None
     if not solutions:

@@ -41,6 +41,30 @@ def bound_of(latent_frames, world, peaks, geometry=spec.FULL):
             "binds": "compute" if compute >= memory else "memory"}
 
 
+# The tiny geometry's "hardware limit" on a CPU. Its decode is overhead-bound (about 0.01 TFLOP/s on a 2-core
+# machine), so 0.5 is above any CPU's, and the floor it sets on f5 (1.2 ms) stays above a replayed result's call
+# time (a copy and the window's own overhead) even on a loaded machine.
+CPU_PEAK = {"bf16_tflops": 0.5, "hbm_tbps": 1.0}
+
+
+def peaks_for(cpu, gpu_name):
+    """The rates a call is held to: the CPU's stand-in, this GPU's datasheet, or (an unknown GPU) the fastest
+    datasheet of the table, so that "impossible" never fails an honest solution."""
+    if cpu:
+        return CPU_PEAK
+    key = gpu_key(gpu_name)
+    return GPUS[key] if key else max(GPUS.values(), key=lambda p: p["bf16_tflops"])
+
+
+def impossible(seconds, latent_frames, world, peaks, geometry=spec.FULL):
+    """None, or why a call of `seconds` is faster than the roofline allows."""
+    b = bound_of(latent_frames, world, peaks, geometry)
+    if seconds >= b["bound_s"]:
+        return None
+    return (f"{seconds * 1e3:.3f} ms is below the roofline bound {b['bound_s'] * 1e3:.3f} ms "
+            f"({b['flops_per_gpu'] / 1e12:.3g} TFLOP per GPU at {peaks['bf16_tflops']:g} TFLOP/s)")
+
+
 def op_kind(name):
     """The kind of op a conv weight belongs to, for the breakdown."""
     if name == "attention":

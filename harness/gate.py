@@ -5,17 +5,14 @@ Fresh latents exist nowhere on disk (harness/inputs.py). For each world: --fresh
 every timed shape of the plan, each verified in full against the gate's own decode of them (fp32 on the CPU; on
 GPUs the release bf16 decode, with the allowance widened by the release's own error, or fp32 with --fp32); then
 each stored workload twice, the second time on latents the solution has seen, which must not run much faster."""
+import bounds
 import spec
-from harness import checks
+from harness import checks, hardware
 from harness.group import Group, GroupFailed
 from harness.inputs import Fresh
 from harness.runner import call_timeout, judged
 from harness.session import Run
 
-# The tiny geometry's "hardware limit" on a CPU. Its decode is overhead-bound (about 0.01 TFLOP/s on a 2-core
-# machine), so 0.5 is above any CPU's, and the floor it sets on f5 (1.2 ms) stays above a replayed result's call
-# time (a copy and the window's own overhead) even on a loaded machine.
-CPU_PEAK = {"bf16_tflops": 0.5, "hbm_tbps": 1.0}
 FRESH_LATENT_FRAMES = 2                              # the fresh clips: f5's shape (first chunk + one more)
 # A repeat of stored latents this much faster than the same shape's unseen calls is a replay: a cache cuts the time
 # by orders of magnitude, noise (a loaded CPU above all) by far less.
@@ -24,17 +21,12 @@ REPEAT_TOLERANCE, REPEAT_TOLERANCE_CPU = 1.0, 3.0
 
 class Gate:
     def __init__(self, args, console, add):
-        from harness import hardware
-        import bounds
         self.args, self.console, self.add = args, console, add
         gpus, name = (0, None) if args.tiny else hardware.detect_gpus()
         self.cpu = args.tiny or gpus == 0
         self.gpus = gpus
         self.geometry = spec.TINY if self.cpu else spec.FULL
-        key = hardware.gpu_key(name)
-        # An unknown GPU gets the fastest datasheet of the table: "impossible" must never fail an honest solution.
-        self.peaks = CPU_PEAK if self.cpu else bounds.GPUS[key] if key else max(bounds.GPUS.values(),
-                                                                                 key=lambda p: p["bf16_tflops"])
+        self.peaks = bounds.peaks_for(self.cpu, name)
         self.device = "cpu" if self.cpu else "cuda:0"
         self.run_ = None
 
@@ -91,16 +83,13 @@ class Gate:
         return (z, *self.refs[key])
 
     def call(self, group, name, t, world, case, first):
-        import bounds
         z, ref, allow = case
         timeout = call_timeout(t, world, self.geometry, self.cpu, self.args.timeout_scale, first=first)
         call = judged(group, z, ref, allow, timeout, self.device)
         problems = [] if call["status"] == "passed" else [(call["status"], call["reason"])]
-        b = bounds.bound_of(t, world, self.peaks, self.geometry)
-        if call["time_s"] < b["bound_s"]:
-            problems.append(("impossible", f"{call['time_s'] * 1e3:.3f} ms is below the roofline bound "
-                                           f"{b['bound_s'] * 1e3:.3f} ms ({b['flops_per_gpu'] / 1e12:.3g} TFLOP per "
-                                           f"GPU at {self.peaks['bf16_tflops']:.0f} TFLOP/s)"))
+        why = bounds.impossible(call["time_s"], t, world, self.peaks, self.geometry)
+        if why:
+            problems.append(("impossible", why))
         call["status"], call["reason"] = checks.worst(problems)
         return call
 

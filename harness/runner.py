@@ -9,6 +9,7 @@ import os
 import secrets
 import shutil
 
+import bounds
 import spec
 from harness import checks, profile
 from harness.group import STARTUP_S, Group, GroupFailed
@@ -69,6 +70,7 @@ class Runner:
         self.groups, self.info = {}, {}
         self.device = "cpu" if cpu else "cuda:0"
         self.fresh = Fresh(geometry, self.device)
+        self.peaks = bounds.peaks_for(cpu, args.gpu_name)
 
     def group(self, sol, world, frames):
         key = (sol["path"], world)
@@ -120,7 +122,8 @@ class Runner:
         self.fresh.forget()
         for i in range(warmups + self.args.min_reps if timed and active else 0):
             if i - warmups != stored_at:
-                self.fresh.checked(f"{workload}/{i}", t)
+                for sol in active:
+                    self.fresh.checked(f"{workload}/{self.solutions.index(sol)}/{i}", t)
         task = progress.add_task(workload, total=(warmups + (self.args.min_reps if timed else 1)) * max(1, len(active)))
         while active:
             for sol in list(active):
@@ -128,7 +131,9 @@ class Runner:
                 i = len(rec["calls"])
                 done_timing = timed and self.finished(rec, spent[sol["name"]])
                 kind = "stored" if not timed or i - warmups == stored_at else "repeat" if done_timing else "fresh"
-                z, ref, allow = stored if kind != "fresh" else self.fresh.checked(f"{workload}/{i}", t)
+                # Each solution its own draws: one that decoded them could not hand them to another.
+                key = f"{workload}/{self.solutions.index(sol)}/{i}"
+                z, ref, allow = stored if kind != "fresh" else self.fresh.checked(key, t)
                 timeout = call_timeout(t, world, self.geometry, self.cpu, self.args.timeout_scale, first=not i)
                 self.sampler.start(world)
                 others = [g for k, g in self.groups.items() if k != (sol["path"], world)]
@@ -146,6 +151,10 @@ class Runner:
                         g.freeze(False)
                 call.update(warmup=i < warmups, inputs=kind, clocks=self.sampler.stop(),
                             reference="fp32" if kind != "fresh" or self.cpu else "release bf16")
+                why = bounds.impossible(call["time_s"], t, world, self.peaks, self.geometry)
+                if why:
+                    call["status"], call["reason"] = checks.worst(
+                        ([] if call["status"] == "passed" else [(call["status"], call["reason"])]) + [("impossible", why)])
                 rec["calls"].append(call)
                 spent[sol["name"]] += call["time_s"]
                 progress.advance(task)
@@ -228,7 +237,6 @@ class Runner:
             rec.update(s)
             rec["tflops"] = spec.work(rec["workload"], self.geometry)["flops"] / s["median_s"] / 1e12
             if not self.cpu and self.args.gpu_key:
-                import bounds
                 rec["bound_s"] = bounds.bound(rec["workload"], self.args.gpu_key, self.geometry)["bound_s"]
                 rec["roofline"] = rec["bound_s"] / s["median_s"]
         else:

@@ -23,7 +23,7 @@ unwritten element); max|d| and rms(d) within the allowance against the fp32 refe
 judge's own decode of the fresh latents (fp32 on the CPU; on GPUs the release bf16 decode, the allowance widened by
 its error); PSNR shown; z and the weights unchanged; exactly one `done` (with the call's nonce) and one `report` line
 per rank and call; no process left running; no decoy reference read; repeats on the stored latents not faster than
-unseen latents beyond noise. The ranks also report threads left running and replaced functions of torch, time and
+unseen latents beyond noise; the call's time not below the roofline (bounds.impossible). The ranks also report threads left running and replaced functions of torch, time and
 builtins, and a precision census of what prepare returned (a second line: it can only fail a call). While one
 solution's call runs, the other solutions' ranks are stopped (SIGSTOP).
 
@@ -38,7 +38,8 @@ Under torchrun (`torchrun --nproc-per-node N bench.py ...`) rank 0 runs the whol
 sees, and the other launched processes wait for it and exit: a judge must own the ranks it judges.
 
 Statuses: passed, incorrect, input modified, tampering, runtime error, crash, timeout, build error, load error,
-invalid timing, impossible (ci.py: faster than the roofline allows), skipped, harness error.
+invalid timing (no longer given: the judge's clock is the only one), impossible (faster than the roofline allows),
+skipped, harness error.
 """
 import argparse
 import json

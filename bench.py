@@ -23,9 +23,10 @@ unwritten element); max|d| and rms(d) within the allowance against the fp32 refe
 judge's own decode of the fresh latents (fp32 on the CPU; on GPUs the release bf16 decode, the allowance widened by
 its error); PSNR shown; z and the weights unchanged; exactly one `done` (with the call's nonce) and one `report` line
 per rank and call; no process left running; no decoy reference read; repeats on the stored latents not faster than
-unseen latents beyond noise; the call's time not below the roofline (bounds.impossible). The ranks also report threads left running and replaced functions of torch, time and
-builtins, and a precision census of what prepare returned (a second line: it can only fail a call). While one
-solution's call runs, the other solutions' ranks are stopped (SIGSTOP).
+unseen latents beyond noise; the call's time not below the roofline (bounds.impossible). The ranks also report
+threads left running and replaced functions of torch, time and builtins, and a precision census of what prepare
+returned (a second line: it can only fail a call). While one solution's call runs, the other solutions' groups are
+frozen (their cgroup, or SIGSTOP).
 
 Memory: each rank's torch.cuda.max_memory_allocated, reset before every call, plus the call's latents and (rank 0)
 out, which the judge lends. A workload's peak is the largest over its calls, warm-up included.

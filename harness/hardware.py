@@ -72,7 +72,8 @@ class ClockSampler:
 
     def _loop(self):
         n = self.nvml
-        reasons = getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None) or n.nvmlDeviceGetCurrentClocksThrottleReasons
+        reasons = getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None) \
+            or n.nvmlDeviceGetCurrentClocksThrottleReasons
         while not self.stop_flag.wait(0.05):
             try:
                 self.samples.append([(n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM), reasons(h)) for h in self.active])

@@ -90,7 +90,8 @@ def report(console, solutions, results, geometry, cpu):
         value, complete, n = checks.objective(res, spec.TIMED_WORKLOADS)
         if value is not None:
             console.print(f"objective ({s['name']}): geomean of {n} timed medians = [bold]{value:.4f} s[/]"
-                          + ("" if complete else f" [yellow](partial: {n} of {len(spec.TIMED_WORKLOADS)} timed workloads passed)[/]"))
+                          + ("" if complete else f" [yellow](partial: {n} of {len(spec.TIMED_WORKLOADS)} timed "
+                                                 f"workloads passed)[/]"))
         else:
             console.print(f"objective ({s['name']}): none (no timed workload passed)")
         per[s["name"]] = {"workloads": res, "objective_s": value, "objective_complete": complete,

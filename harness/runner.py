@@ -153,8 +153,8 @@ class Runner:
                             reference="fp32" if kind != "fresh" or self.cpu else "release bf16")
                 why = bounds.impossible(call["time_s"], t, world, self.peaks, self.geometry)
                 if why:
-                    call["status"], call["reason"] = checks.worst(
-                        ([] if call["status"] == "passed" else [(call["status"], call["reason"])]) + [("impossible", why)])
+                    earlier = [] if call["status"] == "passed" else [(call["status"], call["reason"])]
+                    call["status"], call["reason"] = checks.worst(earlier + [("impossible", why)])
                 rec["calls"].append(call)
                 spent[sol["name"]] += call["time_s"]
                 progress.advance(task)

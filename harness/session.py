@@ -1,5 +1,6 @@
 """What one bench or gate run shares between its groups: its private folder (rank logs, each rank's scratch, each
-group's decoy data), the judge's buffers, the isolation in force, and the judge as subreaper of every rank's descendants."""
+group's decoy data), the judge's buffers, the isolation in force, and the judge as subreaper of every rank's
+descendants."""
 import glob
 import os
 import shutil

@@ -106,7 +106,7 @@ class Group:
                         "exclude": sandbox["exclude"],
                         "write": [scratch] + ([] if cpu else sandbox["write"]),
                         "devices": list(DEVICES) + ([] if cpu else sandbox["gpu_devices"])}
-            setup = {"rank": r, "world": world, "geometry": geometry.name, "device": "cpu" if cpu else "cuda",
+            setup = {"jailed": self.jail is not None, "rank": r, "world": world, "geometry": geometry.name, "device": "cpu" if cpu else "cuda",
                      "solution": os.path.abspath(solution.path), "buffers": blobs[r], "frames": sorted(frames),
                      "sandbox": lock, "scratch": scratch}
             p = subprocess.Popen([sys.executable, "-m", "harness.rank", str(cmd_r), str(res_w)], env=env,
@@ -310,7 +310,6 @@ class Group:
         and helpers must not run beside another solution's timed call."""
         if self.jail is not None:
             self.jail.freeze(stop)
-            return
         sig = signal.SIGSTOP if stop else signal.SIGCONT
         for pid in {p.pid for p in self.procs} | self._mine():
             try:
@@ -319,17 +318,19 @@ class Group:
                 pass
 
     def _mine(self):
-        """Live processes this group's ranks started: the members of its cgroup other than the ranks; without one,
-        the ranks' descendants and processes re-parented to the judge that no live rank started (an orphan is the
-        group's whose environment it carries; one that cleared its environment is counted by every group, so it
-        appears in the difference around the call that made it)."""
-        if self.jail is not None:
-            return self.jail.members() - {p.pid for p in self.procs}
-        out = procs.descendants_of(p.pid for p in self.procs)
+        """Live processes this group's ranks started, but the ranks: the members of its cgroup, and (for one that
+        left it, or where there is none) the ranks' descendants and processes re-parented to the judge that no
+        live rank started (an orphan is the group's whose environment it carries; one that cleared its environment
+        is counted by every group, so it appears in the difference around the call that made it)."""
+        ranks = {p.pid for p in self.procs}
+        out = procs.descendants_of(ranks)
         orphans = procs.descendants() - Group.ranks - procs.descendants_of(Group.ranks)
         others = {pid for pid in orphans
                   if procs.environ_has(pid, "MASTER_PORT") and not procs.marked(pid, "MASTER_PORT", self.port)}
-        return out | (orphans - others)
+        out |= orphans - others
+        if self.jail is not None:
+            out |= self.jail.members() - ranks
+        return out
 
     # -- the end
     def close(self, graceful=True):
@@ -361,8 +362,13 @@ class Group:
                 p.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 pass
-        procs.kill(stray)
-        procs.reap(stray)
+        for _ in range(50):          # a helper that keeps forking new pids is caught within a few rounds
+            procs.kill(stray)
+            procs.reap(stray)
+            stray = self._mine()
+            if not stray:
+                break
+            time.sleep(0.01)
         if self.jail is not None:
             self.jail.remove()
         for fd in self.fds + self.cmds:

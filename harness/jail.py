@@ -57,11 +57,15 @@ class Jail:
             self._write(os.path.join(self.pids, "cgroup.procs"), str(pid))
 
     def members(self):
-        try:
-            with open(os.path.join(self.path, "cgroup.procs")) as f:
-                return {int(p) for p in f.read().split()}
-        except OSError:
-            return set()
+        """Its processes (those of the pids cgroup too: a process that left the cgroup2 group stays in that one)."""
+        out = set()
+        for path in (self.path, self.pids):
+            try:
+                with open(os.path.join(path, "cgroup.procs")) as f:
+                    out |= {int(p) for p in f.read().split()}
+            except (OSError, TypeError):
+                pass
+        return out
 
     def freeze(self, on=True):
         self._write(os.path.join(self.path, "cgroup.freeze"), "1" if on else "0")

@@ -27,6 +27,7 @@ EXPECTED = {
     "json_bomb.py": ("tampering", "sent a malformed line"),
     "endless_line.py": ("tampering", "sent a line of more than"),
     "truncates_out.py": ("runtime error", "PermissionError"),
+    "leaves_its_cgroup.py": ("tampering", "processes left running after the call"),
 }
 
 
@@ -100,7 +101,7 @@ def test_skipping_work_after_the_first_calls_is_incorrect(tiny_data, tmp_path):
 
 
 DEFAULT = ("forges_lines.py", "early_done.py", "hooks_after_window.py", "reads_data_folder.py", "tmp_cache.py",
-           "detaches_quietly.py", "forges_a_pass.py", "truncates_out.py")
+           "detaches_quietly.py", "forges_a_pass.py", "truncates_out.py", "leaves_its_cgroup.py")
 
 
 @pytest.mark.parametrize("cheats", [DEFAULT, pytest.param(tuple(EXPECTED), marks=pytest.mark.slow)],

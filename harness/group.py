@@ -106,7 +106,7 @@ class Group:
                         "exclude": sandbox["exclude"],
                         "write": [scratch] + ([] if cpu else sandbox["write"]),
                         "devices": list(DEVICES) + ([] if cpu else sandbox["gpu_devices"])}
-            setup = {"jailed": self.jail is not None, "rank": r, "world": world, "geometry": geometry.name, "device": "cpu" if cpu else "cuda",
+            setup = {"rank": r, "world": world, "geometry": geometry.name, "device": "cpu" if cpu else "cuda",
                      "solution": os.path.abspath(solution.path), "buffers": blobs[r], "frames": sorted(frames),
                      "sandbox": lock, "scratch": scratch}
             p = subprocess.Popen([sys.executable, "-m", "harness.rank", str(cmd_r), str(res_w)], env=env,

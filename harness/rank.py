@@ -60,8 +60,6 @@ class Rank:
         # The lock comes first, before torch starts any thread: Landlock before ABI 8 binds only the calling thread
         # and the threads and children it starts afterwards.
         from harness import buffers, sandbox
-        if s.get("jailed"):
-            _own_cgroup_namespace()
         maps = buffers.premap(s["buffers"])
         info = {"rank": s["rank"], "isolation": {"isolation": "none"}}
         if s["sandbox"]:
@@ -202,15 +200,6 @@ class Rank:
         prof = profile(activities=[ProfilerActivity.CPU] + ([] if self.cpu else [ProfilerActivity.CUDA]))
         prof.start()
         return prof
-
-
-def _own_cgroup_namespace():
-    """The judge put this process in its group's cgroup: a cgroup namespace rooted there keeps it and its children
-    from moving out of it (clone3's CLONE_INTO_CGROUP included)."""
-    import ctypes
-    CLONE_NEWCGROUP = 0x02000000
-    if ctypes.CDLL(None, use_errno=True).unshare(CLONE_NEWCGROUP) != 0:
-        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWCGROUP) failed")
 
 
 def _short(e):

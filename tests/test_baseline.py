@@ -71,8 +71,8 @@ def test_baseline_through_the_harness(tiny_data, tmp_path):
     import sys
     out = tmp_path / "r.json"
     p = subprocess.run([sys.executable, "bench.py", "solutions/baseline", "--tiny", "--workloads",
-                        "f1x1,f17x4,f121x2", "--max-reps", "3", "--json", str(out)], cwd=ROOT, env=tiny_data,
-                       capture_output=True, text=True, timeout=600)
+                        "f1x1,f17x4,f121x2", "--warmup", "0", "--min-reps", "2", "--max-reps", "2", "--json", str(out)],
+                       cwd=ROOT, env=tiny_data, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     report = json.loads(out.read_text())
     assert all(r["passed"] for r in report["workloads"].values())

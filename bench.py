@@ -142,7 +142,7 @@ def main(argv=None):
 def bench(args, console):
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
     from harness.runner import Runner
-    from harness.session import Run
+    from harness.run import Run
     gpus, gpu_name = (0, None) if args.tiny else hardware.detect_gpus()
     cpu = args.tiny or gpus == 0
     if cpu and not args.tiny:

@@ -11,7 +11,7 @@ from harness import checks, hardware
 from harness.group import Group, GroupFailed
 from harness.inputs import Fresh
 from harness.runner import call_timeout, judged
-from harness.session import Run
+from harness.run import Run
 
 FRESH_LATENT_FRAMES = 2                              # the fresh clips: f5's shape (first chunk + one more)
 # A repeat of stored latents this much faster than the same shape's unseen calls is a replay: a cache cuts the time

@@ -74,7 +74,7 @@ class Group:
     ranks = set()      # the pids of every live group's ranks
 
     def __init__(self, solution, world, geometry, cpu, buffers, run, frames, sandbox):
-        """solution: a loader.Solution (described, built); run: the run's folder (harness.session.Run); frames: the
+        """solution: a loader.Solution (described, built); run: the run's folder (harness.run.Run); frames: the
         clip lengths the group will see; sandbox: the lock's settings for a rank, or None for no isolation."""
         self.world, self.cpu, self.buffers, self.run = world, cpu, buffers, run
         self.procs, self.logs, self.fds, self.cmds, self.bufs = [], [], [], [], {}

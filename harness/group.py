@@ -79,7 +79,6 @@ class Group:
         self.world, self.cpu, self.buffers, self.run = world, cpu, buffers, run
         self.procs, self.logs, self.fds, self.cmds, self.bufs = [], [], [], [], {}
         self.calls, self._arrived, self._limit = 0, CLOCK(), STARTUP_S
-        self.known = procs.descendants()
         port = self.port = _free_port()
         self.jail = Jail.make(f"wan-{os.getpid()}-{port}") if sandbox is not None else None
         import loader

@@ -104,7 +104,7 @@ class Runner:
         for sol in self.solutions:
             rec = {"workload": workload, "world": world, "clip": clip, "timed": timed, "status": None,
                    "passed": False, "reason": None, "allowance": stored[2], "calls": [], "samples_s": [],
-                   "sample_inputs": [], "repeat_s": []}
+                   "repeat_s": []}
             records[sol["name"]] = rec
             if sol.get("build_error"):
                 rec.update(status="build error", reason=sol["build_error"])
@@ -166,7 +166,6 @@ class Runner:
                     rec["repeat_s"].append(call["time_s"])
                 elif i >= warmups and timed:
                     rec["samples_s"].append(call["time_s"])
-                    rec["sample_inputs"].append(kind)
                 if not timed or len(rec["repeat_s"]) >= REPEATS:
                     rec.update(status="passed", passed=True)
                     if timed:

@@ -62,7 +62,9 @@ class Buffers:
             if t.device.type == "cpu":
                 return ("file", os.path.join(self.folder, name), t.numel())
             from torch.multiprocessing.reductions import reduce_tensor
-            return ("cuda", reduce_tensor(t))
+            # Nested: premap() unpickles the outer level before the lock, and unpickling a CUDA handle
+            # imports torch, whose threads would make the lock impossible (Landlock before ABI 8).
+            return ("cuda", pickle.dumps(reduce_tensor(t)))
         desc = {"shapes": self.shapes, "weights": ref(self.weights[rank], f"weights{rank}"),
                 "z": ref(self.z[rank], f"z{rank}"), "out": ref(self.out, "out") if rank == 0 else None,
                 "geometry": self.geometry.name}
@@ -145,7 +147,7 @@ def attach(blob, device, maps):
             return None
         if ref[0] == "file":
             return torch.frombuffer(maps[name], dtype=torch.bfloat16)
-        fn, args = ref[1]
+        fn, args = pickle.loads(ref[1])
         return fn(*args)
     flat = open_("weights")
     weights, at = [], 0

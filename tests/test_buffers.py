@@ -1,0 +1,51 @@
+"""harness/buffers.py: what a rank may do with the judge's lent buffers before its lock."""
+import os
+import pickle
+import subprocess
+import sys
+
+import torch
+
+from harness import buffers
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class _OnGpu:
+    """Stands for a CUDA tensor: lend() only asks its device type and hands it to reduce_tensor."""
+    device = torch.device("cuda", 0)
+
+
+def _lent_blob(monkeypatch, tmp_path):
+    import torch.multiprocessing.reductions as reductions
+    # What CUDA IPC gives back: a torch function and its arguments, so unpickling it imports torch.
+    monkeypatch.setattr(reductions, "reduce_tensor", lambda t: (torch.full, ((2,), 7.0)))
+    path = tmp_path / "z0"
+    path.write_bytes(b"\0" * 8)
+    lent = object.__new__(buffers.Buffers)
+    lent.folder, lent.shapes = str(tmp_path), [(2,)]
+    lent.geometry = type("G", (), {"name": "tiny"})()
+    lent.weights = [_OnGpu()]
+    lent.z = [torch.from_file(str(path), shared=True, size=4, dtype=torch.bfloat16)]
+    lent.out = _OnGpu()
+    return lent.lend(0)
+
+
+def test_premap_does_not_import_torch_for_cuda_handles(monkeypatch, tmp_path):
+    # A rank premaps before its Landlock lock, which refuses once torch's threads run (ABI < 8): the CUDA
+    # handles must stay packed until attach(), after the lock.
+    blob = _lent_blob(monkeypatch, tmp_path)
+    code = ("import sys, pickle\nfrom harness import buffers\n"
+            "maps = buffers.premap(sys.stdin.buffer.read())\n"
+            "print(sorted(maps), 'torch' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], input=blob, capture_output=True, timeout=60,
+                          env=dict(os.environ, PYTHONPATH=ROOT), cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert proc.stdout.decode().split() == ["['z']", "False"]
+
+
+def test_attach_opens_the_packed_cuda_handles(monkeypatch, tmp_path):
+    blob = _lent_blob(monkeypatch, tmp_path)
+    weights, z, out = buffers.attach(blob, torch.device("cpu"), buffers.premap(blob))
+    assert weights[0].tolist() == [7.0, 7.0] and out.tolist() == [7.0, 7.0]
+    assert z.numel() == 4 and pickle.loads(blob)["out"][0] == "cuda"

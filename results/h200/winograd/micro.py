@@ -1,0 +1,91 @@
+"""Winograd F(2x2,3x3) (solutions/baseline/winograd.py) against cuDNN's direct conv3d on the decoder's 3x3x3
+causal convs: `python results/h200/winograd/micro.py [--configs all|best]`.
+
+Per level: a channels-last bf16 input buffer (2 cached + n new frames), bf16 weights; cuDNN (benchmark mode, as the
+baseline runs it) and the Winograd kernel in each launch configuration; the median of 10 timed calls after warm-up
+(CUDA events), counted TFLOP/s (the direct conv's FLOPs), and each one's rms error relative to the rms of an fp32
+conv of the same bf16 operands (TF32 off)."""
+import argparse
+import importlib
+import os
+import statistics
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+sys.path.insert(0, ROOT)
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import loader  # noqa: E402
+
+LEVELS = [  # (name, C in, C out, new frames, H, W)
+    ("352x624 C256", 256, 256, 4, 352, 624),
+    ("176x312 C512", 512, 512, 4, 176, 312),
+    ("88x156 C1024", 1024, 1024, 2, 88, 156),
+    ("44x78 C1024", 1024, 1024, 1, 44, 78),
+]
+CONFIGS = [  # (BM tiles, BN channels, BK, warps, stages)
+    (32, 64, 32, 4, 2), (32, 128, 32, 8, 2), (64, 64, 32, 8, 2), (16, 128, 64, 4, 2), (64, 128, 32, 8, 3),
+    (32, 64, 64, 4, 3), (64, 64, 64, 8, 3), (128, 64, 32, 8, 2),
+]
+
+
+def timed(fn, reps=10):
+    fn()
+    torch.cuda.synchronize()
+    out = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        out.append(a.elapsed_time(b))
+    return statistics.median(out)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--configs", default="all", help="all, or a comma list of indices into CONFIGS")
+    args = ap.parse_args()
+    configs = CONFIGS if args.configs == "all" else [CONFIGS[int(i)] for i in args.configs.split(",")]
+    sol = loader.load(os.path.join(ROOT, "solutions", "baseline")).module
+    wg = importlib.import_module(sol.__name__.rsplit(".", 1)[0] + ".winograd")
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    g = torch.Generator(device="cuda").manual_seed(0)
+    cl3 = torch.channels_last_3d
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}")
+    print(f"{'level':14} {'method':28} {'ms':>8} {'TFLOP/s':>8} {'rel rms':>9}")
+    for name, c, co, n, h, w in LEVELS:
+        buf = torch.randn(1, c, n + 2, h, w, device="cuda", generator=g).to(torch.bfloat16).contiguous(memory_format=cl3)
+        wt = (torch.randn(co, c, 3, 3, 3, device="cuda", generator=g) / (27 * c) ** 0.5).to(torch.bfloat16)
+        wcl = wt.contiguous(memory_format=cl3)
+        ref = F.conv3d(buf.float(), wt.float(), padding=(0, 1, 1))
+        scale = ref.pow(2).mean().sqrt().item()
+        flop = 2 * co * c * 27 * n * h * w
+        rows = []
+        y = F.conv3d(buf, wcl, padding=(0, 1, 1))
+        ms = timed(lambda: F.conv3d(buf, wcl, padding=(0, 1, 1)))
+        rows.append(("cuDNN direct", ms, (y.float() - ref).pow(2).mean().sqrt().item() / scale))
+        del y
+        u = wg.transform_weights(wt)
+        out = torch.empty_like(ref, dtype=torch.bfloat16, memory_format=cl3)
+        for cfg in configs:
+            bm, bn, bk, warps, stages = cfg
+            try:
+                wg.conv(buf, u, 1, out=out, bm=bm, bn=bn, bk=bk, warps=warps, stages=stages)
+                err = (out.float() - ref).pow(2).mean().sqrt().item() / scale
+                ms = timed(lambda: wg.conv(buf, u, 1, out=out, bm=bm, bn=bn, bk=bk, warps=warps, stages=stages))
+                rows.append((f"winograd {cfg}", ms, err))
+            except Exception as e:   # a configuration that does not compile (resources): named, not fatal
+                print(f"{name:14} winograd {cfg} failed: {type(e).__name__}: {str(e)[:120]}")
+        for method, ms, err in rows:
+            print(f"{name:14} {method:28} {ms:8.3f} {flop / ms / 1e9:8.0f} {err:9.2e}", flush=True)
+        del buf, ref, out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,192 @@
+"""Winograd F(2x2, 3x3) for the causal 3x3x3 convolutions, beside a plain PyTorch twin of the same arithmetic.
+
+A causal conv's output frame f is the sum over its three time taps dt of a 3x3 conv of input frame f + dt. Each
+2x2 block of output pixels (a tile) comes from the 4x4 input patch d around it: per channel the patch is taken to
+the Winograd domain, V = B^T d B (16 values, additions only), each weight 3x3 to U = G g G^T (once, in prepare),
+the 16 positions xi = (i, j) multiply independently, M[xi] = sum over (dt, ci) of V[xi] U[xi], and the tile is
+A^T M A. That is 16 products per tile and input channel where the direct conv has 36: 4/9 of its multiplies.
+
+The operands are fp16: a bf16 input is exact in fp16 (in range), and V and U round 8 times finer than in bf16, so
+the transforms add little to the error of the direct conv; accumulation is fp32.
+
+Layout: the conv's input buffer (B, C, 2 + n, rows, W) and its output (B, Co, n, H, W) are channels-last, as in
+solution.py. `pad_rows` is 1 where the buffer has no halo rows (zeros above and below), 0 where it has them. One
+program owns BM tiles of one tile row of one output frame and BN output channels; it runs the four rows i of the
+Winograd domain one after another, each over every (dt, ci), and adds each row's share into the 2x2 outputs it
+keeps, so M never leaves the program.
+"""
+import torch
+import torch.nn.functional as F
+
+from .kernels import triton, use_triton
+
+if triton is not None:
+    import triton.language as tl
+
+# F(2x2, 3x3): the transforms of Lavin & Gray (2015).
+BT = torch.tensor([[1., 0., -1., 0.], [0., 1., 1., 0.], [0., -1., 1., 0.], [0., 1., 0., -1.]])
+G = torch.tensor([[1., 0., 0.], [.5, .5, .5], [.5, -.5, .5], [0., 0., 1.]])
+AT = torch.tensor([[1., 1., 1., 0.], [0., 1., -1., -1.]])
+
+
+def transform_weights(w, dtype=torch.float16):
+    """(Co, Ci, 3, 3, 3) conv weights -> U (16, 3 * Ci, Co): U[4i + j, dt * Ci + ci, co] = (G g G^T)[i, j] of
+    g = w[co, ci, dt]; computed in fp32, rounded once."""
+    co, ci = w.shape[:2]
+    g = G.to(w.device)
+    u = torch.einsum("ia,octab,jb->ijtco", g, w.float(), g)        # (4, 4, 3, Ci, Co)
+    return u.reshape(16, 3 * ci, co).to(dtype).contiguous()
+
+
+def conv_torch(buf, u, pad_rows, bias=None, out=None):
+    """The twin: the same transforms, the same operand rounding (to u's dtype), fp32 sums."""
+    b, c, fin, rows, w = buf.shape
+    n, h = fin - 2, rows + 2 * pad_rows - 2
+    th, tw = (h + 1) // 2, (w + 1) // 2
+    x = F.pad(buf.float(), (1, 2 * tw + 1 - w, pad_rows, 2 * th + 2 - rows - pad_rows))
+    d = x.unfold(3, 4, 2).unfold(4, 4, 2)                            # (B, C, Fin, th, tw, 4, 4)
+    bt = BT.to(buf.device)
+    v = torch.einsum("ir,bcftyrs,js->ijbftyc", bt, d, bt).to(u.dtype).float()
+    m = 0
+    for dt in range(3):                                               # (4, 4, B, n, th, tw, Co)
+        m = m + torch.einsum("ijbftyc,ijco->ijbftyo", v[:, :, :, dt:dt + n], u.float().view(4, 4, 3, c, -1)[:, :, dt])
+    at = AT.to(buf.device)
+    y = torch.einsum("pi,ijbftyo,qj->boftpyq", at, m, at).reshape(b, -1, n, 2 * th, 2 * tw)[..., :h, :w]
+    if bias is not None:
+        y = y + bias.float().view(1, -1, 1, 1, 1)
+    if out is None:
+        out = torch.empty((b, y.shape[1], n, h, w), dtype=buf.dtype, device=buf.device,
+                          memory_format=torch.channels_last_3d)
+    out.copy_(y)
+    return out
+
+
+if triton is not None:
+    @triton.jit
+    def _e(base, xy, xx, ry0, ry1, S1, col, ci, rows, W, cmask, tmask):
+        """One patch column of B^T d for BM tiles and BK channels: d[ry0] + S1 * d[ry1], zero outside."""
+        cm = tmask & (col >= 0) & (col < W)
+        p = base + col[:, None].to(tl.int64) * xx + ci[None, :]
+        r0 = ry0 + 0 * col     # rows as vectors: the interpreter refuses a scalar condition inside a mask
+        r1 = ry1 + 0 * col
+        m0 = (cm & (r0 >= 0) & (r0 < rows))[:, None] & cmask[None, :]
+        m1 = (cm & (r1 >= 0) & (r1 < rows))[:, None] & cmask[None, :]
+        v = tl.load(p + ry0 * xy, mask=m0, other=0.0).to(tl.float32)
+        v += S1 * tl.load(p + ry1 * xy, mask=m1, other=0.0).to(tl.float32)
+        return v
+
+    @triton.jit
+    def _wino_kernel(x, xb, xf, xy, xx, u, bias, out, ob, oc, of, oy, ox,
+                     C, CO, N, H, W, ROWS, TW, PAD,
+                     HAS_BIAS: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+        pid = tl.program_id(0).to(tl.int64)
+        th = (H + 1) // 2
+        tiles_x = tl.cdiv(TW, BM)
+        bx = pid % tiles_x
+        ty = (pid // tiles_x) % th
+        bf = pid // (tiles_x * th)           # b * N + f
+        b = bf // N
+        f = bf % N
+        tx = bx * BM + tl.arange(0, BM)
+        tmask = tx < TW
+        cx = 2 * tx - 1                       # the patch's first column
+        co = tl.program_id(1) * BN + tl.arange(0, BN)
+        comask = co < CO
+        y00 = tl.zeros((BM, BN), dtype=tl.float32)
+        y01 = y00
+        y10 = y00
+        y11 = y00
+        r0 = 2 * ty - PAD                     # the patch's first row in the buffer
+        for i in tl.static_range(4):
+            a0 = tl.zeros((BM, BN), dtype=tl.float32)
+            a1 = a0
+            a2 = a0
+            a3 = a0
+            for dt in range(3):
+                for k in range(0, C, BK):
+                    ci = k + tl.arange(0, BK)
+                    cmask = ci < C
+                    # B^T's row i: d0 - d2, d1 + d2, d2 - d1, d1 - d3 (rows of the patch).
+                    if i == 0:
+                        ra, rb, sg = r0, r0 + 2, -1.0
+                    elif i == 1:
+                        ra, rb, sg = r0 + 1, r0 + 2, 1.0
+                    elif i == 2:
+                        ra, rb, sg = r0 + 2, r0 + 1, -1.0
+                    else:
+                        ra, rb, sg = r0 + 1, r0 + 3, -1.0
+                    base = x + b * xb + (f + dt) * xf
+                    e0 = _e(base, xy, xx, ra, rb, sg, cx, ci, ROWS, W, cmask, tmask)
+                    e1 = _e(base, xy, xx, ra, rb, sg, cx + 1, ci, ROWS, W, cmask, tmask)
+                    e2 = _e(base, xy, xx, ra, rb, sg, cx + 2, ci, ROWS, W, cmask, tmask)
+                    e3 = _e(base, xy, xx, ra, rb, sg, cx + 3, ci, ROWS, W, cmask, tmask)
+                    krow = dt * C + ci
+                    pu = u + krow[:, None].to(tl.int64) * CO + co[None, :]
+                    um = cmask[:, None] & comask[None, :]
+                    stride = 3 * C * CO
+                    ut = u.dtype.element_ty
+                    a0 = tl.dot((e0 - e2).to(ut), tl.load(pu + (4 * i + 0) * stride, mask=um, other=0.0), a0)
+                    a1 = tl.dot((e1 + e2).to(ut), tl.load(pu + (4 * i + 1) * stride, mask=um, other=0.0), a1)
+                    a2 = tl.dot((e2 - e1).to(ut), tl.load(pu + (4 * i + 2) * stride, mask=um, other=0.0), a2)
+                    a3 = tl.dot((e1 - e3).to(ut), tl.load(pu + (4 * i + 3) * stride, mask=um, other=0.0), a3)
+            z0 = a0 + a1 + a2                 # A^T's columns, applied along j
+            z1 = a1 - a2 - a3
+            if i == 0:                        # and along i: A^T = [[1, 1, 1, 0], [0, 1, -1, -1]]
+                y00 += z0
+                y01 += z1
+            elif i == 1:
+                y00 += z0
+                y01 += z1
+                y10 += z0
+                y11 += z1
+            elif i == 2:
+                y00 += z0
+                y01 += z1
+                y10 -= z0
+                y11 -= z1
+            else:
+                y10 -= z0
+                y11 -= z1
+        if HAS_BIAS:
+            bv = tl.load(bias + co, mask=comask, other=0.0).to(tl.float32)[None, :]
+            y00 += bv
+            y01 += bv
+            y10 += bv
+            y11 += bv
+        base = out + b * ob + f * of + co[None, :].to(tl.int64) * oc
+        ox0 = 2 * tx
+        for p in tl.static_range(2):
+            for q in tl.static_range(2):
+                oy_ = 2 * ty + p
+                col = ox0 + q
+                m = (tmask & (col < W) & (oy_ + 0 * col < H))[:, None] & comask[None, :]
+                if p == 0 and q == 0:
+                    v = y00
+                elif p == 0:
+                    v = y01
+                elif q == 0:
+                    v = y10
+                else:
+                    v = y11
+                tl.store(base + oy_ * oy + col[:, None].to(tl.int64) * ox, v.to(out.dtype.element_ty), mask=m)
+
+
+def conv(buf, u, pad_rows, bias=None, out=None, bm=32, bn=64, bk=32, warps=4, stages=2):
+    """The causal 3x3x3 conv of a filled input buffer, from U = transform_weights(weight). out: (B, Co, n, H, W)
+    (made channels-last when None)."""
+    if not use_triton(buf):
+        return conv_torch(buf, u, pad_rows, bias, out)
+    b, c, fin, rows, w = buf.shape
+    n, h, co = fin - 2, rows + 2 * pad_rows - 2, u.shape[2]
+    if buf.stride(1) != 1 or u.shape[:2] != (16, 3 * c):
+        raise ValueError(f"winograd.conv: buffer {list(buf.shape)} strides {buf.stride()}, U {list(u.shape)}")
+    if out is None:
+        out = torch.empty((b, co, n, h, w), dtype=buf.dtype, device=buf.device, memory_format=torch.channels_last_3d)
+    th, tw = (h + 1) // 2, (w + 1) // 2
+    grid = (b * n * th * triton.cdiv(tw, bm), triton.cdiv(co, bn))
+    sb, _, sf, sy, sx = buf.stride()
+    ob, oc, of, oy, ox = out.stride()
+    _wino_kernel[grid](buf, sb, sf, sy, sx, u, bias if bias is not None else u, out, ob, oc, of, oy, ox,
+                       c, co, n, h, w, rows, tw, pad_rows, HAS_BIAS=bias is not None, BM=bm, BN=bn, BK=bk,
+                       num_warps=warps, num_stages=stages)
+    return out

@@ -190,3 +190,167 @@ def conv(buf, u, pad_rows, bias=None, out=None, bm=32, bn=64, bk=32, warps=4, st
                        c, co, n, h, w, rows, tw, pad_rows, HAS_BIAS=bias is not None, BM=bm, BN=bn, BK=bk,
                        num_warps=warps, num_stages=stages)
     return out
+
+
+# The split path: V made once per input frame (reused by the three time taps and every output channel), the 16
+# products as batched GEMMs, the output transform (with the bias) as a third kernel. ---------------------------------
+
+def transform_input_torch(buf, pad_rows, dtype):
+    """(B, C, Fin, rows, W) -> V (16, B, th * tw, Fin, C) in `dtype`: per frame the 4x4 patches to B^T d B. A
+    tile's frames are adjacent, so output frame f's operand (its frames f, f+1, f+2) is one row of 3 C values."""
+    b, c, fin, rows, w = buf.shape
+    h = rows + 2 * pad_rows - 2
+    th, tw = (h + 1) // 2, (w + 1) // 2
+    x = F.pad(buf.float(), (1, 2 * tw + 1 - w, pad_rows, 2 * th + 2 - rows - pad_rows))
+    d = x.unfold(3, 4, 2).unfold(4, 4, 2)                            # (B, C, Fin, th, tw, 4, 4)
+    bt = BT.to(buf.device)
+    return torch.einsum("ir,bcftyrs,js->ijbtyfc", bt, d, bt).reshape(16, b, th * tw, fin, c).to(dtype).contiguous()
+
+
+if triton is not None:
+    @triton.jit
+    def _vin_kernel(x, xb, xf, xy, xx, v, C, FIN, H, W, ROWS, TW, PAD, BM: tl.constexpr, BK: tl.constexpr):
+        pid = tl.program_id(0).to(tl.int64)
+        th = (H + 1) // 2
+        tiles_x = tl.cdiv(TW, BM)
+        bx = pid % tiles_x
+        ty = (pid // tiles_x) % th
+        bf = pid // (tiles_x * th)            # b * FIN + frame
+        b = bf // FIN
+        fr = bf % FIN
+        tx = bx * BM + tl.arange(0, BM)
+        tmask = tx < TW
+        ci = tl.program_id(1) * BK + tl.arange(0, BK)
+        cmask = ci < C
+        cx = 2 * tx - 1
+        r0 = 2 * ty - PAD
+        base = x + b * xb + fr * xf
+        tiles = th * TW
+        vrow = v + ((b * tiles + ty * TW + tx) * FIN + fr)[:, None] * C + ci[None, :]
+        plane = (tl.num_programs(0) // (tiles_x * th)) * tiles * C   # one xi's (B, tiles, FIN, C)
+        m = tmask[:, None] & cmask[None, :]
+        for i in tl.static_range(4):
+            if i == 0:
+                ra, rb, sg = r0, r0 + 2, -1.0
+            elif i == 1:
+                ra, rb, sg = r0 + 1, r0 + 2, 1.0
+            elif i == 2:
+                ra, rb, sg = r0 + 2, r0 + 1, -1.0
+            else:
+                ra, rb, sg = r0 + 1, r0 + 3, -1.0
+            e0 = _e(base, xy, xx, ra, rb, sg, cx, ci, ROWS, W, cmask, tmask)
+            e1 = _e(base, xy, xx, ra, rb, sg, cx + 1, ci, ROWS, W, cmask, tmask)
+            e2 = _e(base, xy, xx, ra, rb, sg, cx + 2, ci, ROWS, W, cmask, tmask)
+            e3 = _e(base, xy, xx, ra, rb, sg, cx + 3, ci, ROWS, W, cmask, tmask)
+            vt = v.dtype.element_ty
+            tl.store(vrow + (4 * i + 0) * plane, (e0 - e2).to(vt), mask=m)
+            tl.store(vrow + (4 * i + 1) * plane, (e1 + e2).to(vt), mask=m)
+            tl.store(vrow + (4 * i + 2) * plane, (e2 - e1).to(vt), mask=m)
+            tl.store(vrow + (4 * i + 3) * plane, (e1 - e3).to(vt), mask=m)
+
+    @triton.jit
+    def _vout_kernel(mm, bias, out, ob, oc, of, oy, ox, CO, N, H, W, TW, PLANE,
+                     HAS_BIAS: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+        pid = tl.program_id(0).to(tl.int64)
+        th = (H + 1) // 2
+        tiles_x = tl.cdiv(TW, BM)
+        bx = pid % tiles_x
+        ty = (pid // tiles_x) % th
+        bf = pid // (tiles_x * th)            # b * N + f
+        b = bf // N
+        f = bf % N
+        tx = bx * BM + tl.arange(0, BM)
+        tmask = tx < TW
+        co = tl.program_id(1) * BN + tl.arange(0, BN)
+        comask = co < CO
+        m = tmask[:, None] & comask[None, :]
+        src = mm + bf * 16 * PLANE + (ty * TW + tx)[:, None] * CO + co[None, :]
+        y00 = tl.zeros((BM, BN), dtype=tl.float32)
+        y01 = y00
+        y10 = y00
+        y11 = y00
+        for i in tl.static_range(4):
+            a0 = tl.load(src + (4 * i + 0) * PLANE, mask=m, other=0.0).to(tl.float32)
+            a1 = tl.load(src + (4 * i + 1) * PLANE, mask=m, other=0.0).to(tl.float32)
+            a2 = tl.load(src + (4 * i + 2) * PLANE, mask=m, other=0.0).to(tl.float32)
+            a3 = tl.load(src + (4 * i + 3) * PLANE, mask=m, other=0.0).to(tl.float32)
+            z0 = a0 + a1 + a2
+            z1 = a1 - a2 - a3
+            if i == 0:
+                y00 += z0
+                y01 += z1
+            elif i == 1:
+                y00 += z0
+                y01 += z1
+                y10 += z0
+                y11 += z1
+            elif i == 2:
+                y00 += z0
+                y01 += z1
+                y10 -= z0
+                y11 -= z1
+            else:
+                y10 -= z0
+                y11 -= z1
+        if HAS_BIAS:
+            bv = tl.load(bias + co, mask=comask, other=0.0).to(tl.float32)[None, :]
+            y00 += bv
+            y01 += bv
+            y10 += bv
+            y11 += bv
+        base = out + b * ob + f * of + co[None, :].to(tl.int64) * oc
+        for p in tl.static_range(2):
+            for q in tl.static_range(2):
+                oy_ = 2 * ty + p
+                col = 2 * tx + q
+                mk = (tmask & (col < W) & (oy_ + 0 * col < H))[:, None] & comask[None, :]
+                if p == 0 and q == 0:
+                    val = y00
+                elif p == 0:
+                    val = y01
+                elif q == 0:
+                    val = y10
+                else:
+                    val = y11
+                tl.store(base + oy_ * oy + col[:, None].to(tl.int64) * ox, val.to(out.dtype.element_ty), mask=mk)
+
+
+def conv_split(buf, u, pad_rows, bias=None, out=None, bm=32, bk=64):
+    """conv()'s result by the split path: V in u's dtype, M in fp32 (cuBLAS, fp32 accumulation and output)."""
+    b, c, fin, rows, w = buf.shape
+    n, h, co = fin - 2, rows + 2 * pad_rows - 2, u.shape[2]
+    th, tw = (h + 1) // 2, (w + 1) // 2
+    tiles = th * tw
+    if out is None:
+        out = torch.empty((b, co, n, h, w), dtype=buf.dtype, device=buf.device, memory_format=torch.channels_last_3d)
+    if use_triton(buf):
+        v = torch.empty((16, b, tiles, fin, c), dtype=u.dtype, device=buf.device)
+        sb, _, sf, sy, sx = buf.stride()
+        _vin_kernel[(b * fin * th * triton.cdiv(tw, bm), triton.cdiv(c, bk))](
+            buf, sb, sf, sy, sx, v, c, fin, h, w, rows, tw, pad_rows, BM=bm, BK=bk, num_warps=4)
+    else:
+        v = transform_input_torch(buf, pad_rows, u.dtype)
+    # M (B * n, 16, tiles, Co) in fp32: per output frame one batched GEMM over the 16 positions, K = 3 C.
+    m = torch.empty((b * n, 16, tiles, co), dtype=torch.float32, device=buf.device)
+    plane = b * tiles * fin * c
+    for bi in range(b):
+        for f in range(n):
+            a = v.as_strided((16, tiles, 3 * c), (plane, fin * c, 1), v.storage_offset() + bi * tiles * fin * c + f * c)
+            if buf.is_cuda:
+                torch.bmm(a, u, out_dtype=torch.float32, out=m[bi * n + f])   # fp32 out: no fp16 overflow
+            else:
+                torch.bmm(a.float(), u.float(), out=m[bi * n + f])
+    mm = m
+    if use_triton(buf):
+        ob, oc, of, oy, ox = out.stride()
+        _vout_kernel[(b * n * th * triton.cdiv(tw, bm), triton.cdiv(co, 64))](
+            mm, bias if bias is not None else mm, out, ob, oc, of, oy, ox, co, n, h, w, tw, tiles * co,
+            HAS_BIAS=bias is not None, BM=bm, BN=64, num_warps=4)
+        return out
+    at = AT.to(buf.device)
+    y = torch.einsum("pi,bfijtyo,qj->boftpyq", at, mm.view(b, n, 4, 4, th, tw, co), at)
+    y = y.reshape(b, co, n, 2 * th, 2 * tw)[..., :h, :w]
+    if bias is not None:
+        y = y + bias.float().view(1, -1, 1, 1, 1)
+    out.copy_(y)
+    return out

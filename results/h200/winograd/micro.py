@@ -48,6 +48,8 @@ def timed(fn, reps=10):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--configs", default="all", help="all, or a comma list of indices into CONFIGS")
+    ap.add_argument("--split", action="store_true", help="also the split path (V, batched GEMMs, output "
+                    "transform), with its three parts timed alone")
     args = ap.parse_args()
     configs = CONFIGS if args.configs == "all" else [CONFIGS[int(i)] for i in args.configs.split(",")]
     sol = loader.load(os.path.join(ROOT, "solutions", "baseline")).module
@@ -82,6 +84,31 @@ def main():
                 rows.append((f"winograd {cfg}", ms, err))
             except Exception as e:   # a configuration that does not compile (resources): named, not fatal
                 print(f"{name:14} winograd {cfg} failed: {type(e).__name__}: {str(e)[:120]}")
+        if args.split:
+            for bm in (32, 64):
+                wg.conv_split(buf, u, 1, out=out, bm=bm)
+                err = (out.float() - ref).pow(2).mean().sqrt().item() / scale
+                ms = timed(lambda: wg.conv_split(buf, u, 1, out=out, bm=bm))
+                rows.append((f"split, BM {bm}", ms, err))
+            th, tw = h // 2, w // 2
+            v = torch.empty((16, 1, th * tw, n + 2, c), dtype=u.dtype, device="cuda")
+            sb, _, sf, sy, sx = buf.stride()
+            grid = (1 * (n + 2) * th * ((tw + 31) // 32), (c + 63) // 64)
+            rows.append(("  split: input transform", timed(lambda: wg._vin_kernel[grid](
+                buf, sb, sf, sy, sx, v, c, n + 2, h, w, h, tw, 1, BM=32, BK=64, num_warps=4)), float("nan")))
+            m = torch.empty((n, 16, th * tw, co), dtype=torch.float32, device="cuda")
+
+            def gemms():
+                for f in range(n):
+                    a = v.as_strided((16, th * tw, 3 * c), (th * tw * (n + 2) * c, (n + 2) * c, 1), f * c)
+                    torch.bmm(a, u, out_dtype=torch.float32, out=m[f])
+            rows.append(("  split: GEMMs", timed(gemms), float("nan")))
+            ob, oc, of, oy, ox = out.stride()
+            grid = (n * th * ((tw + 31) // 32), (co + 63) // 64)
+            rows.append(("  split: output transform", timed(lambda: wg._vout_kernel[grid](
+                m, m, out, ob, oc, of, oy, ox, co, n, h, w, tw, th * tw * co, HAS_BIAS=False, BM=32, BN=64,
+                num_warps=4)), float("nan")))
+            del v, m
         for method, ms, err in rows:
             print(f"{name:14} {method:28} {ms:8.3f} {flop / ms / 1e9:8.0f} {err:9.2e}", flush=True)
         del buf, ref, out

@@ -6,19 +6,22 @@ the Winograd domain, V = B^T d B (16 values, additions only), each weight 3x3 to
 the 16 positions xi = (i, j) multiply independently, M[xi] = sum over (dt, ci) of V[xi] U[xi], and the tile is
 A^T M A. That is 16 products per tile and input channel where the direct conv has 36: 4/9 of its multiplies.
 
-The operands are fp16: a bf16 input is exact in fp16 (in range), and V and U round 8 times finer than in bf16, so
-the transforms add little to the error of the direct conv; accumulation is fp32.
+The operands are fp16: the conv inputs (normalised activations, the latents) are exact in fp16, and V and U round
+8 times finer than in bf16, so the transforms add little to the direct conv's error; the products accumulate and
+M is kept in fp32 (no fp16 overflow).
+
+Three steps per conv: `_vin_kernel` writes V once per input frame (each frame serves three output frames and every
+output channel), laid out (16, B, tiles, frames, C) so that an output frame's three taps are one row of 3 C values;
+per output frame one cuBLAS batched GEMM over the 16 positions (K = 3 C) gives M; `_vout_kernel` takes M back to
+pixels with the bias. One frame's M at a time keeps the peak low.
 
 Layout: the conv's input buffer (B, C, 2 + n, rows, W) and its output (B, Co, n, H, W) are channels-last, as in
-solution.py. `pad_rows` is 1 where the buffer has no halo rows (zeros above and below), 0 where it has them. One
-program owns BM tiles of one tile row of one output frame and BN output channels; it runs the four rows i of the
-Winograd domain one after another, each over every (dt, ci), and adds each row's share into the 2x2 outputs it
-keeps, so M never leaves the program.
+solution.py. `pad_rows` is 1 where the buffer has no halo rows (zeros above and below), 0 where it has them.
 """
 import torch
 import torch.nn.functional as F
 
-from .kernels import triton, use_triton
+from .kernels import INTERPRET, triton, use_triton
 
 if triton is not None:
     import triton.language as tl
@@ -67,133 +70,12 @@ if triton is not None:
         """One patch column of B^T d for BM tiles and BK channels: d[ry0] + S1 * d[ry1], zero outside."""
         cm = tmask & (col >= 0) & (col < W)
         p = base + col[:, None].to(tl.int64) * xx + ci[None, :]
-        r0 = ry0 + 0 * col     # rows as vectors: the interpreter refuses a scalar condition inside a mask
-        r1 = ry1 + 0 * col
-        m0 = (cm & (r0 >= 0) & (r0 < rows))[:, None] & cmask[None, :]
-        m1 = (cm & (r1 >= 0) & (r1 < rows))[:, None] & cmask[None, :]
-        v = tl.load(p + ry0 * xy, mask=m0, other=0.0).to(tl.float32)
-        v += S1 * tl.load(p + ry1 * xy, mask=m1, other=0.0).to(tl.float32)
+        m0 = (cm & (ry0 >= 0) & (ry0 < rows))[:, None] & cmask[None, :]
+        m1 = (cm & (ry1 >= 0) & (ry1 < rows))[:, None] & cmask[None, :]
+        v = tl.load(p + (ry0 * xy)[:, None], mask=m0, other=0.0).to(tl.float32)
+        v += S1 * tl.load(p + (ry1 * xy)[:, None], mask=m1, other=0.0).to(tl.float32)
         return v
 
-    @triton.jit
-    def _wino_kernel(x, xb, xf, xy, xx, u, bias, out, ob, oc, of, oy, ox,
-                     C, CO, N, H, W, ROWS, TW, PAD,
-                     HAS_BIAS: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-        pid = tl.program_id(0).to(tl.int64)
-        th = (H + 1) // 2
-        tiles_x = tl.cdiv(TW, BM)
-        bx = pid % tiles_x
-        ty = (pid // tiles_x) % th
-        bf = pid // (tiles_x * th)           # b * N + f
-        b = bf // N
-        f = bf % N
-        tx = bx * BM + tl.arange(0, BM)
-        tmask = tx < TW
-        cx = 2 * tx - 1                       # the patch's first column
-        co = tl.program_id(1) * BN + tl.arange(0, BN)
-        comask = co < CO
-        y00 = tl.zeros((BM, BN), dtype=tl.float32)
-        y01 = y00
-        y10 = y00
-        y11 = y00
-        r0 = 2 * ty - PAD                     # the patch's first row in the buffer
-        for i in tl.static_range(4):
-            a0 = tl.zeros((BM, BN), dtype=tl.float32)
-            a1 = a0
-            a2 = a0
-            a3 = a0
-            for dt in range(3):
-                for k in range(0, C, BK):
-                    ci = k + tl.arange(0, BK)
-                    cmask = ci < C
-                    # B^T's row i: d0 - d2, d1 + d2, d2 - d1, d1 - d3 (rows of the patch).
-                    if i == 0:
-                        ra, rb, sg = r0, r0 + 2, -1.0
-                    elif i == 1:
-                        ra, rb, sg = r0 + 1, r0 + 2, 1.0
-                    elif i == 2:
-                        ra, rb, sg = r0 + 2, r0 + 1, -1.0
-                    else:
-                        ra, rb, sg = r0 + 1, r0 + 3, -1.0
-                    base = x + b * xb + (f + dt) * xf
-                    e0 = _e(base, xy, xx, ra, rb, sg, cx, ci, ROWS, W, cmask, tmask)
-                    e1 = _e(base, xy, xx, ra, rb, sg, cx + 1, ci, ROWS, W, cmask, tmask)
-                    e2 = _e(base, xy, xx, ra, rb, sg, cx + 2, ci, ROWS, W, cmask, tmask)
-                    e3 = _e(base, xy, xx, ra, rb, sg, cx + 3, ci, ROWS, W, cmask, tmask)
-                    krow = dt * C + ci
-                    pu = u + krow[:, None].to(tl.int64) * CO + co[None, :]
-                    um = cmask[:, None] & comask[None, :]
-                    stride = 3 * C * CO
-                    ut = u.dtype.element_ty
-                    a0 = tl.dot((e0 - e2).to(ut), tl.load(pu + (4 * i + 0) * stride, mask=um, other=0.0), a0)
-                    a1 = tl.dot((e1 + e2).to(ut), tl.load(pu + (4 * i + 1) * stride, mask=um, other=0.0), a1)
-                    a2 = tl.dot((e2 - e1).to(ut), tl.load(pu + (4 * i + 2) * stride, mask=um, other=0.0), a2)
-                    a3 = tl.dot((e1 - e3).to(ut), tl.load(pu + (4 * i + 3) * stride, mask=um, other=0.0), a3)
-            z0 = a0 + a1 + a2                 # A^T's columns, applied along j
-            z1 = a1 - a2 - a3
-            if i == 0:                        # and along i: A^T = [[1, 1, 1, 0], [0, 1, -1, -1]]
-                y00 += z0
-                y01 += z1
-            elif i == 1:
-                y00 += z0
-                y01 += z1
-                y10 += z0
-                y11 += z1
-            elif i == 2:
-                y00 += z0
-                y01 += z1
-                y10 -= z0
-                y11 -= z1
-            else:
-                y10 -= z0
-                y11 -= z1
-        if HAS_BIAS:
-            bv = tl.load(bias + co, mask=comask, other=0.0).to(tl.float32)[None, :]
-            y00 += bv
-            y01 += bv
-            y10 += bv
-            y11 += bv
-        base = out + b * ob + f * of + co[None, :].to(tl.int64) * oc
-        ox0 = 2 * tx
-        for p in tl.static_range(2):
-            for q in tl.static_range(2):
-                oy_ = 2 * ty + p
-                col = ox0 + q
-                m = (tmask & (col < W) & (oy_ + 0 * col < H))[:, None] & comask[None, :]
-                if p == 0 and q == 0:
-                    v = y00
-                elif p == 0:
-                    v = y01
-                elif q == 0:
-                    v = y10
-                else:
-                    v = y11
-                tl.store(base + oy_ * oy + col[:, None].to(tl.int64) * ox, v.to(out.dtype.element_ty), mask=m)
-
-
-def conv(buf, u, pad_rows, bias=None, out=None, bm=32, bn=64, bk=32, warps=4, stages=2):
-    """The causal 3x3x3 conv of a filled input buffer, from U = transform_weights(weight). out: (B, Co, n, H, W)
-    (made channels-last when None)."""
-    if not use_triton(buf):
-        return conv_torch(buf, u, pad_rows, bias, out)
-    b, c, fin, rows, w = buf.shape
-    n, h, co = fin - 2, rows + 2 * pad_rows - 2, u.shape[2]
-    if buf.stride(1) != 1 or u.shape[:2] != (16, 3 * c):
-        raise ValueError(f"winograd.conv: buffer {list(buf.shape)} strides {buf.stride()}, U {list(u.shape)}")
-    if out is None:
-        out = torch.empty((b, co, n, h, w), dtype=buf.dtype, device=buf.device, memory_format=torch.channels_last_3d)
-    th, tw = (h + 1) // 2, (w + 1) // 2
-    grid = (b * n * th * triton.cdiv(tw, bm), triton.cdiv(co, bn))
-    sb, _, sf, sy, sx = buf.stride()
-    ob, oc, of, oy, ox = out.stride()
-    _wino_kernel[grid](buf, sb, sf, sy, sx, u, bias if bias is not None else u, out, ob, oc, of, oy, ox,
-                       c, co, n, h, w, rows, tw, pad_rows, HAS_BIAS=bias is not None, BM=bm, BN=bn, BK=bk,
-                       num_warps=warps, num_stages=stages)
-    return out
-
-
-# The split path: V made once per input frame (reused by the three time taps and every output channel), the 16
-# products as batched GEMMs, the output transform (with the bias) as a third kernel. ---------------------------------
 
 def transform_input_torch(buf, pad_rows, dtype):
     """(B, C, Fin, rows, W) -> V (16, B, th * tw, Fin, C) in `dtype`: per frame the 4x4 patches to B^T d B. A
@@ -209,25 +91,24 @@ def transform_input_torch(buf, pad_rows, dtype):
 
 if triton is not None:
     @triton.jit
-    def _vin_kernel(x, xb, xf, xy, xx, v, C, FIN, H, W, ROWS, TW, PAD, BM: tl.constexpr, BK: tl.constexpr):
+    def _vin_kernel(x, xb, xf, xy, xx, v, B, C, FIN, H, W, ROWS, TW, PAD, BM: tl.constexpr, BK: tl.constexpr):
+        """V[xi, b, tile, frame, c] for BM consecutive tiles (row-major over the tile grid) of one frame."""
         pid = tl.program_id(0).to(tl.int64)
-        th = (H + 1) // 2
-        tiles_x = tl.cdiv(TW, BM)
-        bx = pid % tiles_x
-        ty = (pid // tiles_x) % th
-        bf = pid // (tiles_x * th)            # b * FIN + frame
+        tiles = ((H + 1) // 2) * TW
+        blocks = tl.cdiv(tiles, BM)
+        bf = pid // blocks                    # b * FIN + frame
         b = bf // FIN
         fr = bf % FIN
-        tx = bx * BM + tl.arange(0, BM)
-        tmask = tx < TW
+        t = (pid % blocks) * BM + tl.arange(0, BM)
+        tmask = t < tiles
+        ty = t // TW
+        cx = 2 * (t % TW) - 1                 # the patch's first column
+        r0 = 2 * ty - PAD                     # and first row in the buffer
         ci = tl.program_id(1) * BK + tl.arange(0, BK)
         cmask = ci < C
-        cx = 2 * tx - 1
-        r0 = 2 * ty - PAD
         base = x + b * xb + fr * xf
-        tiles = th * TW
-        vrow = v + ((b * tiles + ty * TW + tx) * FIN + fr)[:, None] * C + ci[None, :]
-        plane = (tl.num_programs(0) // (tiles_x * th)) * tiles * C   # one xi's (B, tiles, FIN, C)
+        vrow = v + ((b * tiles + t) * FIN + fr)[:, None] * C + ci[None, :]
+        plane = B * tiles * FIN * C           # one xi's (B, tiles, FIN, C)
         m = tmask[:, None] & cmask[None, :]
         for i in tl.static_range(4):
             if i == 0:
@@ -249,22 +130,19 @@ if triton is not None:
             tl.store(vrow + (4 * i + 3) * plane, (e1 - e3).to(vt), mask=m)
 
     @triton.jit
-    def _vout_kernel(mm, bias, out, ob, oc, of, oy, ox, CO, N, H, W, TW, PLANE,
-                     HAS_BIAS: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
-        pid = tl.program_id(0).to(tl.int64)
-        th = (H + 1) // 2
-        tiles_x = tl.cdiv(TW, BM)
-        bx = pid % tiles_x
-        ty = (pid // tiles_x) % th
-        bf = pid // (tiles_x * th)            # b * N + f
-        b = bf // N
-        f = bf % N
-        tx = bx * BM + tl.arange(0, BM)
-        tmask = tx < TW
+    def _vout_kernel(mm, bias, out, oc, oy, ox, CO, H, W, TW, HAS_BIAS: tl.constexpr, BM: tl.constexpr,
+                     BN: tl.constexpr):
+        """One frame's output (1, Co, 1, H, W) = A^T M A (+ bias) for BM consecutive tiles, M (16, tiles, Co)."""
+        tiles = ((H + 1) // 2) * TW
+        t = tl.program_id(0).to(tl.int64) * BM + tl.arange(0, BM)
+        tmask = t < tiles
+        ty = t // TW
+        tx = t % TW
         co = tl.program_id(1) * BN + tl.arange(0, BN)
         comask = co < CO
         m = tmask[:, None] & comask[None, :]
-        src = mm + bf * 16 * PLANE + (ty * TW + tx)[:, None] * CO + co[None, :]
+        PLANE = tiles * CO
+        src = mm + t[:, None] * CO + co[None, :]
         y00 = tl.zeros((BM, BN), dtype=tl.float32)
         y01 = y00
         y10 = y00
@@ -298,12 +176,12 @@ if triton is not None:
             y01 += bv
             y10 += bv
             y11 += bv
-        base = out + b * ob + f * of + co[None, :].to(tl.int64) * oc
+        base = out + co[None, :].to(tl.int64) * oc
         for p in tl.static_range(2):
             for q in tl.static_range(2):
                 oy_ = 2 * ty + p
                 col = 2 * tx + q
-                mk = (tmask & (col < W) & (oy_ + 0 * col < H))[:, None] & comask[None, :]
+                mk = (tmask & (col < W) & (oy_ < H))[:, None] & comask[None, :]
                 if p == 0 and q == 0:
                     val = y00
                 elif p == 0:
@@ -312,45 +190,53 @@ if triton is not None:
                     val = y10
                 else:
                     val = y11
-                tl.store(base + oy_ * oy + col[:, None].to(tl.int64) * ox, val.to(out.dtype.element_ty), mask=mk)
+                tl.store(base + (oy_ * oy + col * ox)[:, None], val.to(out.dtype.element_ty), mask=mk)
 
 
-def conv_split(buf, u, pad_rows, bias=None, out=None, bm=32, bk=64):
-    """conv()'s result by the split path: V in u's dtype, M in fp32 (cuBLAS, fp32 accumulation and output)."""
+def conv(buf, u, pad_rows, bias=None, out=None, bm=32, bk=64):
+    """The causal 3x3x3 conv of a filled input buffer, from U = transform_weights(weight): V in u's dtype, the
+    products by cuBLAS (fp32 accumulation and output), out (B, Co, n, H, W) made channels-last when None."""
     b, c, fin, rows, w = buf.shape
     n, h, co = fin - 2, rows + 2 * pad_rows - 2, u.shape[2]
     th, tw = (h + 1) // 2, (w + 1) // 2
     tiles = th * tw
+    if use_triton(buf):   # no wider than the work (the tests' tiny geometry: one program per frame)
+        bm, bk = min(max(bm, 1024 if INTERPRET else bm), triton.next_power_of_2(tiles)), \
+            min(bk, triton.next_power_of_2(c))
     if out is None:
         out = torch.empty((b, co, n, h, w), dtype=buf.dtype, device=buf.device, memory_format=torch.channels_last_3d)
     if use_triton(buf):
         v = torch.empty((16, b, tiles, fin, c), dtype=u.dtype, device=buf.device)
         sb, _, sf, sy, sx = buf.stride()
-        _vin_kernel[(b * fin * th * triton.cdiv(tw, bm), triton.cdiv(c, bk))](
-            buf, sb, sf, sy, sx, v, c, fin, h, w, rows, tw, pad_rows, BM=bm, BK=bk, num_warps=4)
+        _vin_kernel[(b * fin * triton.cdiv(tiles, bm), triton.cdiv(c, bk))](
+            buf, sb, sf, sy, sx, v, b, c, fin, h, w, rows, tw, pad_rows, BM=bm, BK=bk, num_warps=4)
     else:
         v = transform_input_torch(buf, pad_rows, u.dtype)
-    # M (B * n, 16, tiles, Co) in fp32: per output frame one batched GEMM over the 16 positions, K = 3 C.
-    m = torch.empty((b * n, 16, tiles, co), dtype=torch.float32, device=buf.device)
+    m = torch.empty((16, tiles, co), dtype=torch.float32, device=buf.device)
     plane = b * tiles * fin * c
     for bi in range(b):
         for f in range(n):
             a = v.as_strided((16, tiles, 3 * c), (plane, fin * c, 1), v.storage_offset() + bi * tiles * fin * c + f * c)
             if buf.is_cuda:
-                torch.bmm(a, u, out_dtype=torch.float32, out=m[bi * n + f])   # fp32 out: no fp16 overflow
+                torch.bmm(a, u, out_dtype=torch.float32, out=m)   # fp32 out: no fp16 overflow
             else:
-                torch.bmm(a.float(), u.float(), out=m[bi * n + f])
-    mm = m
-    if use_triton(buf):
-        ob, oc, of, oy, ox = out.stride()
-        _vout_kernel[(b * n * th * triton.cdiv(tw, bm), triton.cdiv(co, 64))](
-            mm, bias if bias is not None else mm, out, ob, oc, of, oy, ox, co, n, h, w, tw, tiles * co,
-            HAS_BIAS=bias is not None, BM=bm, BN=64, num_warps=4)
-        return out
-    at = AT.to(buf.device)
-    y = torch.einsum("pi,bfijtyo,qj->boftpyq", at, mm.view(b, n, 4, 4, th, tw, co), at)
-    y = y.reshape(b, co, n, 2 * th, 2 * tw)[..., :h, :w]
+                torch.bmm(a.float(), u.float(), out=m)
+            _output_transform(m, bias, out[bi:bi + 1, :, f:f + 1], th, tw, bm)
+    return out
+
+
+def _output_transform(m, bias, out, th, tw, bm):
+    """out (1, Co, 1, H, W) = A^T M A (+ bias) of one frame's M (16, th * tw, Co)."""
+    co, h, w = out.shape[1], out.shape[3], out.shape[4]
+    if use_triton(m):
+        _, oc, _, oy, ox = out.stride()
+        _vout_kernel[(triton.cdiv(th * tw, bm), triton.cdiv(co, 64))](
+            m, bias if bias is not None else m, out, oc, oy, ox, co, h, w, tw, HAS_BIAS=bias is not None, BM=bm,
+            BN=64, num_warps=4)
+        return
+    at = AT.to(m.device)
+    y = torch.einsum("pi,ijtyo,qj->otpyq", at, m.view(4, 4, th, tw, co), at).reshape(1, co, 1, 2 * th, 2 * tw)
+    y = y[..., :h, :w]
     if bias is not None:
         y = y + bias.float().view(1, -1, 1, 1, 1)
     out.copy_(y)
-    return out

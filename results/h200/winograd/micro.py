@@ -1,11 +1,11 @@
 """Winograd F(2x2,3x3) (solutions/baseline/winograd.py) against cuDNN's direct conv3d on the decoder's 3x3x3
-causal convs: `python results/h200/winograd/micro.py [--configs all|best]`.
+causal convs: `python results/h200/winograd/micro.py`.
 
 Per level: a channels-last bf16 input buffer (2 cached + n new frames), bf16 weights; cuDNN (benchmark mode, as the
-baseline runs it) and the Winograd kernel in each launch configuration; the median of 10 timed calls after warm-up
-(CUDA events), counted TFLOP/s (the direct conv's FLOPs), and each one's rms error relative to the rms of an fp32
-conv of the same bf16 operands (TF32 off)."""
-import argparse
+baseline runs it) and winograd.conv with 32 and 64 tiles per program, then its three steps timed alone (input
+transform, GEMMs, output transform); the median of 10 timed calls after warm-up (CUDA events), counted TFLOP/s (the
+direct conv's FLOPs), and each one's rms error relative to the rms of an fp32 conv of the same bf16 operands (TF32
+off)."""
 import importlib
 import os
 import statistics
@@ -25,12 +25,6 @@ LEVELS = [  # (name, C in, C out, new frames, H, W)
     ("88x156 C1024", 1024, 1024, 2, 88, 156),
     ("44x78 C1024", 1024, 1024, 1, 44, 78),
 ]
-CONFIGS = [  # (BM tiles, BN channels, BK, warps, stages)
-    (32, 64, 32, 4, 2), (32, 128, 32, 8, 2), (64, 64, 32, 8, 2), (16, 128, 64, 4, 2), (64, 128, 32, 8, 3),
-    (32, 64, 64, 4, 3), (64, 64, 64, 8, 3), (128, 64, 32, 8, 2),
-]
-
-
 def timed(fn, reps=10):
     fn()
     torch.cuda.synchronize()
@@ -46,12 +40,6 @@ def timed(fn, reps=10):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--configs", default="all", help="all, or a comma list of indices into CONFIGS")
-    ap.add_argument("--split", action="store_true", help="also the split path (V, batched GEMMs, output "
-                    "transform), with its three parts timed alone")
-    args = ap.parse_args()
-    configs = CONFIGS if args.configs == "all" else [CONFIGS[int(i)] for i in args.configs.split(",")]
     sol = loader.load(os.path.join(ROOT, "solutions", "baseline")).module
     wg = importlib.import_module(sol.__name__.rsplit(".", 1)[0] + ".winograd")
     torch.backends.cudnn.benchmark = True
@@ -75,40 +63,33 @@ def main():
         del y
         u = wg.transform_weights(wt)
         out = torch.empty_like(ref, dtype=torch.bfloat16, memory_format=cl3)
-        for cfg in configs:
-            bm, bn, bk, warps, stages = cfg
-            try:
-                wg.conv(buf, u, 1, out=out, bm=bm, bn=bn, bk=bk, warps=warps, stages=stages)
-                err = (out.float() - ref).pow(2).mean().sqrt().item() / scale
-                ms = timed(lambda: wg.conv(buf, u, 1, out=out, bm=bm, bn=bn, bk=bk, warps=warps, stages=stages))
-                rows.append((f"winograd {cfg}", ms, err))
-            except Exception as e:   # a configuration that does not compile (resources): named, not fatal
-                print(f"{name:14} winograd {cfg} failed: {type(e).__name__}: {str(e)[:120]}")
-        if args.split:
-            for bm in (32, 64):
-                wg.conv_split(buf, u, 1, out=out, bm=bm)
-                err = (out.float() - ref).pow(2).mean().sqrt().item() / scale
-                ms = timed(lambda: wg.conv_split(buf, u, 1, out=out, bm=bm))
-                rows.append((f"split, BM {bm}", ms, err))
-            th, tw = h // 2, w // 2
-            v = torch.empty((16, 1, th * tw, n + 2, c), dtype=u.dtype, device="cuda")
-            sb, _, sf, sy, sx = buf.stride()
-            grid = (1 * (n + 2) * th * ((tw + 31) // 32), (c + 63) // 64)
-            rows.append(("  split: input transform", timed(lambda: wg._vin_kernel[grid](
-                buf, sb, sf, sy, sx, v, c, n + 2, h, w, h, tw, 1, BM=32, BK=64, num_warps=4)), float("nan")))
-            m = torch.empty((n, 16, th * tw, co), dtype=torch.float32, device="cuda")
+        for bm in (32, 64):
+            wg.conv(buf, u, 1, out=out, bm=bm)
+            err = (out.float() - ref).pow(2).mean().sqrt().item() / scale
+            ms = timed(lambda: wg.conv(buf, u, 1, out=out, bm=bm))
+            rows.append((f"winograd, BM {bm}", ms, err))
+        th, tw = h // 2, w // 2
+        v = torch.empty((16, 1, th * tw, n + 2, c), dtype=u.dtype, device="cuda")
+        sb, _, sf, sy, sx = buf.stride()
+        grid = ((n + 2) * ((th * tw + 31) // 32), (c + 63) // 64)
+        rows.append(("  input transform", timed(lambda: wg._vin_kernel[grid](
+            buf, sb, sf, sy, sx, v, 1, c, n + 2, h, w, h, tw, 1, BM=32, BK=64, num_warps=4)), float("nan")))
+        m = torch.empty((n, 16, th * tw, co), dtype=torch.float32, device="cuda")
 
-            def gemms():
-                for f in range(n):
-                    a = v.as_strided((16, th * tw, 3 * c), (th * tw * (n + 2) * c, (n + 2) * c, 1), f * c)
-                    torch.bmm(a, u, out_dtype=torch.float32, out=m[f])
-            rows.append(("  split: GEMMs", timed(gemms), float("nan")))
-            ob, oc, of, oy, ox = out.stride()
-            grid = (n * th * ((tw + 31) // 32), (co + 63) // 64)
-            rows.append(("  split: output transform", timed(lambda: wg._vout_kernel[grid](
-                m, m, out, ob, oc, of, oy, ox, co, n, h, w, tw, th * tw * co, HAS_BIAS=False, BM=32, BN=64,
-                num_warps=4)), float("nan")))
-            del v, m
+        def gemms():
+            for f in range(n):
+                a = v.as_strided((16, th * tw, 3 * c), (th * tw * (n + 2) * c, (n + 2) * c, 1), f * c)
+                torch.bmm(a, u, out_dtype=torch.float32, out=m[f])
+        rows.append(("  GEMMs", timed(gemms), float("nan")))
+        _, oc, _, oy, ox = out.stride()
+        grid = ((th * tw + 31) // 32, (co + 63) // 64)
+
+        def outs():
+            for f in range(n):
+                wg._vout_kernel[grid](m[f], m, out[:, :, f:f + 1], oc, oy, ox, co, h, w, tw, HAS_BIAS=False,
+                                      BM=32, BN=64, num_warps=4)
+        rows.append(("  output transform", timed(outs), float("nan")))
+        del v, m
         for method, ms, err in rows:
             print(f"{name:14} {method:28} {ms:8.3f} {flop / ms / 1e9:8.0f} {err:9.2e}", flush=True)
         del buf, ref, out

@@ -10,9 +10,11 @@ another way:
   4/9 of the FLOPs), one cuDNN call with 4 x C outputs; `kernels.shuffle` puts them back on the 2x grid together
   with the bias and the DupUp shortcut. The time conv runs as two convs (one per output frame), so its frame
   interleave is only where `shuffle` writes.
+- The causal 3x3x3 convs at the three lower levels (WINOGRAD_LEVELS) run as Winograd F(2x2,3x3) (winograd.py):
+  4/9 of the multiplies, fp16 operands, cuBLAS for the products; cuDNN's direct conv stays at the 8x level.
 - conv_out's bias, unpatchify and the clamp are one kernel writing into `out`.
 - `prepare` lays the weights out once: channels-last, the phase weights (summed in fp32, rounded once), the time
-  conv's halves.
+  conv's halves, the Winograd weights.
 
 Several ranks: every rank decodes a band of rows at every level (bands.py); each spatial conv's input buffer has a
 halo row above and below, filled from the neighbours, so only the columns are padded; the mid block's attention

@@ -105,6 +105,9 @@ def check_winograd(k, dev, dt, g):
         got = wg.conv(buf, u, pad, bias).float()
         results.append((f"winograd {c}->{co} {h}x{w} pad {pad}", (got - twin).abs().max().item(),
                         (got - want).abs().max().item()))
+        banded = wg.conv(buf, u, pad, bias, v_bytes=1).float()      # one tile row at a time
+        results.append((f"winograd {c}->{co} {h}x{w} pad {pad} by tile rows", (banded - twin).abs().max().item(),
+                        (banded - want).abs().max().item()))
     return results
 
 

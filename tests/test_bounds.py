@@ -56,6 +56,36 @@ def test_bound_arithmetic():
     assert m["binds"] == "memory" and m["bound_s"] == pytest.approx(spec.work("f1x1")["bytes"] / 1e12)
 
 
+def test_floor_counts_one_multiply_add_per_channel_pair_and_output():
+    # One 3x3x3 conv by hand: 2 x Co x Ci x frames x rows x columns, 1/27 of its counted FLOPs.
+    name = "decoder.up_blocks.3.resnets.1.conv1.weight"
+    co, ci = dict(spec.weight_list())[name][:2]
+    frames, scale = spec.conv_level(name, 31)
+    by_hand = 2 * co * ci * frames * 44 * scale * 78 * scale
+    assert spec.flops_by_weight(31)[name] == 27 * by_hand
+    one_conv = {"attention": 0, name: spec.flops_by_weight(31)[name]}
+    assert sum(f if n == "attention" else f / 27 for n, f in one_conv.items()) == by_hand
+    # Well below what exact methods execute: F(2x2,3x3) Winograd on every 3x3x3 conv and the phase fold of the
+    # resamples (each 4/9 of the counted work; the floor is 1/12 of that for these convs) leave five times the floor.
+    shapes = dict(spec.weight_list())
+    executed = sum(f * (4 / 9 if n != "attention" and math.prod(shapes[n][2:]) in (9, 27) else 1)
+                   for n, f in spec.flops_by_weight(31).items())
+    assert spec.floor_flops(31) < executed / 5
+
+
+def test_impossible_admits_exact_algorithms_and_not_replays():
+    peaks = bounds.GPUS["H200"]
+    b = bounds.bound("f121x1")
+    # A decode at twice the datasheet rate on the counted FLOPs (Winograd everywhere would need about 2.25x) passes;
+    assert bounds.impossible(b["bound_s"] / 2, 31, 1, peaks) is None
+    # a call that only copies a stored video (1.3 GB at the HBM rate) is far below the floor.
+    replay = spec.work("f121x1")["bytes"] / (peaks["hbm_tbps"] * 1e12)
+    assert b["floor_s"] > 100 * replay
+    assert "below the roofline floor" in bounds.impossible(10 * replay, 31, 1, peaks)
+    # On the CPU the stand-in floor of the tiny f5 stays above a millisecond.
+    assert bounds.bound_of(2, 1, bounds.CPU_PEAK, spec.TINY)["floor_s"] > 1e-3
+
+
 def test_gpu_names():
     assert bounds.gpu_key("NVIDIA H200") == "H200"
     assert bounds.gpu_key("NVIDIA H100 80GB HBM3") == "H100"

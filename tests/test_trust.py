@@ -33,15 +33,15 @@ EXPECTED = {
 
 # cheats on the inputs: cheat -> (bench workload, status, phrase; gate check, status, phrase)
 INPUTS = {
-    "replays_module_cache.py": ("f121x1", "impossible", "below the roofline bound",
+    "replays_module_cache.py": ("f121x1", "impossible", "below the roofline floor",
                                 "f121x1 again", "tampering", "faster on repeated inputs"),
-    "replays_default_arg.py": ("f121x1", "impossible", "below the roofline bound",
+    "replays_default_arg.py": ("f121x1", "impossible", "below the roofline floor",
                                "f121x1 again", "tampering", "faster on repeated inputs"),
-    "replays_function_attribute.py": ("f121x1", "impossible", "below the roofline bound",
+    "replays_function_attribute.py": ("f121x1", "impossible", "below the roofline floor",
                                       "f121x1 again", "tampering", "faster on repeated inputs"),
     "replays_slowly.py": ("f121x1", "tampering", "faster on repeated inputs",
                           "f121x1 again", "tampering", "faster on repeated inputs"),
-    "detects_gate.py": ("f121x1", "impossible", "below the roofline bound",
+    "detects_gate.py": ("f121x1", "impossible", "below the roofline floor",
                         "f121x1 again", "tampering", "faster on repeated inputs"),
     "predicts_data.py": ("f5x1", "incorrect", "max|d|", "fresh latents #1 x1", "incorrect", "max|d|"),
     "int8_weights.py": ("f5x1", "incorrect", "narrow numerics", "start x1", "incorrect", "narrow numerics"),

@@ -26,6 +26,9 @@ from .kernels import INTERPRET, triton, use_triton
 if triton is not None:
     import triton.language as tl
 
+# V of at most this many bytes at a time (bands of tile rows): up block 2's first conv would otherwise hold 2.7 GB.
+V_BYTES = 768 << 20
+
 # F(2x2, 3x3): the transforms of Lavin & Gray (2015).
 BT = torch.tensor([[1., 0., -1., 0.], [0., 1., 1., 0.], [0., -1., 1., 0.], [0., 1., 0., -1.]])
 G = torch.tensor([[1., 0., 0.], [.5, .5, .5], [.5, -.5, .5], [0., 0., 1.]])
@@ -91,17 +94,19 @@ def transform_input_torch(buf, pad_rows, dtype):
 
 if triton is not None:
     @triton.jit
-    def _vin_kernel(x, xb, xf, xy, xx, v, B, C, FIN, H, W, ROWS, TW, PAD, BM: tl.constexpr, BK: tl.constexpr):
-        """V[xi, b, tile, frame, c] for BM consecutive tiles (row-major over the tile grid) of one frame."""
+    def _vin_kernel(x, xb, xf, xy, xx, v, B, C, FIN, H, W, ROWS, TW, PAD, TY0, NTY, BM: tl.constexpr,
+                    BK: tl.constexpr):
+        """V[xi, b, tile, frame, c] for BM consecutive tiles (row-major over tile rows TY0 .. TY0 + NTY) of one
+        frame."""
         pid = tl.program_id(0).to(tl.int64)
-        tiles = ((H + 1) // 2) * TW
+        tiles = NTY * TW
         blocks = tl.cdiv(tiles, BM)
         bf = pid // blocks                    # b * FIN + frame
         b = bf // FIN
         fr = bf % FIN
         t = (pid % blocks) * BM + tl.arange(0, BM)
         tmask = t < tiles
-        ty = t // TW
+        ty = TY0 + t // TW
         cx = 2 * (t % TW) - 1                 # the patch's first column
         r0 = 2 * ty - PAD                     # and first row in the buffer
         ci = tl.program_id(1) * BK + tl.arange(0, BK)
@@ -130,13 +135,14 @@ if triton is not None:
             tl.store(vrow + (4 * i + 3) * plane, (e1 - e3).to(vt), mask=m)
 
     @triton.jit
-    def _vout_kernel(mm, bias, out, oc, oy, ox, CO, H, W, TW, HAS_BIAS: tl.constexpr, BM: tl.constexpr,
-                     BN: tl.constexpr):
-        """One frame's output (1, Co, 1, H, W) = A^T M A (+ bias) for BM consecutive tiles, M (16, tiles, Co)."""
-        tiles = ((H + 1) // 2) * TW
+    def _vout_kernel(mm, bias, out, oc, oy, ox, CO, H, W, TW, TY0, NTY, HAS_BIAS: tl.constexpr,
+                     BM: tl.constexpr, BN: tl.constexpr):
+        """One frame's output (1, Co, 1, H, W) = A^T M A (+ bias) for BM consecutive tiles of tile rows TY0 ..
+        TY0 + NTY, M (16, NTY * TW, Co)."""
+        tiles = NTY * TW
         t = tl.program_id(0).to(tl.int64) * BM + tl.arange(0, BM)
         tmask = t < tiles
-        ty = t // TW
+        ty = TY0 + t // TW
         tx = t % TW
         co = tl.program_id(1) * BN + tl.arange(0, BN)
         comask = co < CO
@@ -193,50 +199,62 @@ if triton is not None:
                 tl.store(base + (oy_ * oy + col * ox)[:, None], val.to(out.dtype.element_ty), mask=mk)
 
 
-def conv(buf, u, pad_rows, bias=None, out=None, bm=32, bk=64):
+def conv(buf, u, pad_rows, bias=None, out=None, bm=32, bk=64, v_bytes=V_BYTES):
     """The causal 3x3x3 conv of a filled input buffer, from U = transform_weights(weight): V in u's dtype, the
-    products by cuBLAS (fp32 accumulation and output), out (B, Co, n, H, W) made channels-last when None."""
+    products by cuBLAS (fp32 accumulation and output), out (B, Co, n, H, W) made channels-last when None. Bands of
+    tile rows whose V holds at most `v_bytes` go one after another."""
     b, c, fin, rows, w = buf.shape
     n, h, co = fin - 2, rows + 2 * pad_rows - 2, u.shape[2]
     th, tw = (h + 1) // 2, (w + 1) // 2
-    tiles = th * tw
-    if use_triton(buf):   # no wider than the work (the tests' tiny geometry: one program per frame)
-        bm, bk = min(max(bm, 1024 if INTERPRET else bm), triton.next_power_of_2(tiles)), \
-            min(bk, triton.next_power_of_2(c))
     if out is None:
         out = torch.empty((b, co, n, h, w), dtype=buf.dtype, device=buf.device, memory_format=torch.channels_last_3d)
-    if use_triton(buf):
-        v = torch.empty((16, b, tiles, fin, c), dtype=u.dtype, device=buf.device)
-        sb, _, sf, sy, sx = buf.stride()
-        _vin_kernel[(b * fin * triton.cdiv(tiles, bm), triton.cdiv(c, bk))](
-            buf, sb, sf, sy, sx, v, b, c, fin, h, w, rows, tw, pad_rows, BM=bm, BK=bk, num_warps=4)
+    per_row = 16 * b * tw * fin * c * u.element_size()
+    nty = max(1, min(th, v_bytes // per_row))
+    triton_ok = use_triton(buf)
+    if triton_ok:   # no wider than the work (the tests' tiny geometry: one program per frame)
+        bm = min(max(bm, 1024 if INTERPRET else bm), triton.next_power_of_2(nty * tw))
+        bk = min(bk, triton.next_power_of_2(c))
     else:
-        v = transform_input_torch(buf, pad_rows, u.dtype)
-    m = torch.empty((16, tiles, co), dtype=torch.float32, device=buf.device)
-    plane = b * tiles * fin * c
-    for bi in range(b):
-        for f in range(n):
-            a = v.as_strided((16, tiles, 3 * c), (plane, fin * c, 1), v.storage_offset() + bi * tiles * fin * c + f * c)
-            if buf.is_cuda:
-                torch.bmm(a, u, out_dtype=torch.float32, out=m)   # fp32 out: no fp16 overflow
-            else:
-                torch.bmm(a.float(), u.float(), out=m)
-            _output_transform(m, bias, out[bi:bi + 1, :, f:f + 1], th, tw, bm)
+        v_all = transform_input_torch(buf, pad_rows, u.dtype)
+    for ty0 in range(0, th, nty):
+        ty1 = min(th, ty0 + nty)
+        tiles = (ty1 - ty0) * tw
+        if triton_ok:
+            v = torch.empty((16, b, tiles, fin, c), dtype=u.dtype, device=buf.device)
+            sb, _, sf, sy, sx = buf.stride()
+            _vin_kernel[(b * fin * triton.cdiv(tiles, bm), triton.cdiv(c, bk))](
+                buf, sb, sf, sy, sx, v, b, c, fin, h, w, rows, tw, pad_rows, ty0, ty1 - ty0, BM=bm, BK=bk,
+                num_warps=4)
+        else:
+            v = v_all[:, :, ty0 * tw:ty1 * tw].contiguous()
+        m = torch.empty((16, tiles, co), dtype=torch.float32, device=buf.device)
+        plane = b * tiles * fin * c
+        for bi in range(b):
+            for f in range(n):
+                a = v.as_strided((16, tiles, 3 * c), (plane, fin * c, 1),
+                                 v.storage_offset() + bi * tiles * fin * c + f * c)
+                if buf.is_cuda:
+                    torch.bmm(a, u, out_dtype=torch.float32, out=m)   # fp32 out: no fp16 overflow
+                else:
+                    torch.bmm(a.float(), u.float(), out=m)
+                _output_transform(m, bias, out[bi:bi + 1, :, f:f + 1], ty0, ty1 - ty0, tw, bm)
+        del v, m
     return out
 
 
-def _output_transform(m, bias, out, th, tw, bm):
-    """out (1, Co, 1, H, W) = A^T M A (+ bias) of one frame's M (16, th * tw, Co)."""
+def _output_transform(m, bias, out, ty0, nty, tw, bm):
+    """Tile rows ty0 .. ty0 + nty of out (1, Co, 1, H, W) = A^T M A (+ bias), M (16, nty * tw, Co) of one frame."""
     co, h, w = out.shape[1], out.shape[3], out.shape[4]
     if use_triton(m):
         _, oc, _, oy, ox = out.stride()
-        _vout_kernel[(triton.cdiv(th * tw, bm), triton.cdiv(co, 64))](
-            m, bias if bias is not None else m, out, oc, oy, ox, co, h, w, tw, HAS_BIAS=bias is not None, BM=bm,
-            BN=64, num_warps=4)
+        _vout_kernel[(triton.cdiv(nty * tw, bm), triton.cdiv(co, 64))](
+            m, bias if bias is not None else m, out, oc, oy, ox, co, h, w, tw, ty0, nty, HAS_BIAS=bias is not None,
+            BM=bm, BN=64, num_warps=4)
         return
     at = AT.to(m.device)
-    y = torch.einsum("pi,ijtyo,qj->otpyq", at, m.view(4, 4, th, tw, co), at).reshape(1, co, 1, 2 * th, 2 * tw)
-    y = y[..., :h, :w]
+    y = torch.einsum("pi,ijtyo,qj->otpyq", at, m.view(4, 4, nty, tw, co), at).reshape(1, co, 1, 2 * nty, 2 * tw)
+    y0, y1 = 2 * ty0, min(h, 2 * (ty0 + nty))
+    y = y[..., :y1 - y0, :w]
     if bias is not None:
         y = y + bias.float().view(1, -1, 1, 1, 1)
-    out.copy_(y)
+    out[:, :, :, y0:y1].copy_(y)

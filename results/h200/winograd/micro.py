@@ -73,7 +73,7 @@ def main():
         sb, _, sf, sy, sx = buf.stride()
         grid = ((n + 2) * ((th * tw + 31) // 32), (c + 63) // 64)
         rows.append(("  input transform", timed(lambda: wg._vin_kernel[grid](
-            buf, sb, sf, sy, sx, v, 1, c, n + 2, h, w, h, tw, 1, BM=32, BK=64, num_warps=4)), float("nan")))
+            buf, sb, sf, sy, sx, v, 1, c, n + 2, h, w, h, tw, 1, 0, th, BM=32, BK=64, num_warps=4)), float("nan")))
         m = torch.empty((n, 16, th * tw, co), dtype=torch.float32, device="cuda")
 
         def gemms():
@@ -86,7 +86,7 @@ def main():
 
         def outs():
             for f in range(n):
-                wg._vout_kernel[grid](m[f], m, out[:, :, f:f + 1], oc, oy, ox, co, h, w, tw, HAS_BIAS=False,
+                wg._vout_kernel[grid](m[f], m, out[:, :, f:f + 1], oc, oy, ox, co, h, w, tw, 0, th, HAS_BIAS=False,
                                       BM=32, BN=64, num_warps=4)
         rows.append(("  output transform", timed(outs), float("nan")))
         del v, m

@@ -5,7 +5,9 @@
 
 Lower bound of one call = max(compute time, memory time): the decode's FLOPs (spec.work, a multiply-add counting
 2, every conv at its full kernel) divided over the world's GPUs at the dense bf16 tensor-core rate, and the bytes
-that must move (the video written, the weights read) at the HBM bandwidth. The decode is compute-bound by three
+that must move (the video written, the weights read) at the HBM bandwidth. Beside the counted FLOPs: those the
+baseline executes (Winograd, the phase fold) and the fraction of the peak they run at; and the floor of the
+impossibly-fast check, the FLOPs any exact algorithm needs (spec.floor_flops). The decode is compute-bound by three
 orders of magnitude, so the bound is the FLOPs at the peak rate. `--measure` also measures this GPU's ceilings (a
 large bf16 matmul, a device-to-device copy) and gives the bounds on those. bench.py's roofline column and ci.py's
 impossibly-fast check call `bound` from here.
@@ -90,13 +92,36 @@ def op_kind(name):
 
 
 def breakdown(t, geometry=spec.FULL):
-    """[(kind, level, flops)] of one decode of t latent frames; the rows sum to spec.decode_flops(t)."""
+    """[(kind, level, counted flops, the baseline's executed flops)] of one decode of t latent frames; the rows sum
+    to spec.decode_flops(t) and to the sum of executed_by_weight(t)."""
     rows = {}
+    executed = executed_by_weight(t, geometry)
     for name, flops in spec.flops_by_weight(t, geometry).items():
         scale = 1 if name == "attention" else spec.conv_level(name, t)[1]
         key = (op_kind(name), LEVELS[scale] if geometry is spec.FULL else f"{scale}x")
-        rows[key] = rows.get(key, 0) + flops
-    return [(k, lvl, f) for (k, lvl), f in sorted(rows.items(), key=lambda kv: -kv[1])]
+        c, x = rows.get(key, (0, 0))
+        rows[key] = (c + flops, x + executed[name])
+    return [(k, lvl, c, x) for (k, lvl), (c, x) in sorted(rows.items(), key=lambda kv: -kv[1][0])]
+
+
+# What the shipped baseline executes (solutions/baseline): Winograd F(2x2,3x3) for the causal 3x3x3 convs at these
+# spatial scales (16 of 36 multiplies; its WINOGRAD_LEVELS, tests/test_bounds.py keeps the two equal), and every
+# resample as four 2x2 phase convs (4/9 of the 3x3 conv after the 2x upsample).
+BASELINE_WINOGRAD_SCALES = (1, 2, 4)
+
+
+def executed_by_weight(t, geometry=spec.FULL):
+    """spec.flops_by_weight with the baseline's algorithms: the FLOPs its convs execute."""
+    shapes = dict(spec.weight_list(geometry))
+    out = {}
+    for name, f in spec.flops_by_weight(t, geometry).items():
+        k = () if name == "attention" else tuple(shapes[name][2:])
+        if ".resample." in name:
+            f = f * 4 / 9
+        elif k == (3, 3, 3) and spec.conv_level(name, t)[1] in BASELINE_WINOGRAD_SCALES:
+            f = f * 16 / 36
+        out[name] = f
+    return out
 
 
 def measure():
@@ -152,6 +177,7 @@ def report(gpu, geometry, measured=None, results=None):
     res = (results or {}).get("workloads", {})
     for w in spec.WORKLOADS:
         e = bound(w, gpu, geometry)
+        e["executed_flops"] = sum(executed_by_weight(spec.WORKLOADS[w].latent_frames, geometry).values())
         if measured:
             e["measured_bound_s"] = bound(w, gpu, geometry, peaks=measured)["bound_s"]
         r = res.get(w) or {}
@@ -159,6 +185,9 @@ def report(gpu, geometry, measured=None, results=None):
             e["achieved_s"] = r["median_s"]
             e["achieved_tflops"] = e["flops"] / r["median_s"] / 1e12
             e["fraction_of_bound"] = e["bound_s"] / r["median_s"]
+            # The rate the baseline's algorithms run at, against the tensor cores' peak.
+            e["fraction_of_executed_ceiling"] = (e["executed_flops"] / e["gpus"] / r["median_s"]
+                                                 / (GPUS[gpu]["bf16_tflops"] * 1e12))
             if measured:
                 e["fraction_of_measured_bound"] = e["measured_bound_s"] / r["median_s"]
         out["workloads"][w] = e
@@ -211,23 +240,24 @@ def print_report(rep, console, geometry):
     from rich.table import Table
     t = Table(title=f"bounds on {rep['gpu']} ({rep['peaks']['bf16_tflops']:.0f} TFLOP/s bf16 dense, "
                     f"{rep['peaks']['hbm_tbps']} TB/s) - {geometry.name} geometry")
-    cols = ["workload", "GPUs", "PFLOP/GPU", "GB", "FLOP/B", "bound s", "binds"]
+    cols = ["workload", "GPUs", "PFLOP/GPU", "executed", "GB", "FLOP/B", "bound s", "binds"]
     measured = rep["measured"] is not None
     achieved = any("achieved_s" in e for e in rep["workloads"].values())
     if measured:
         cols.append("measured bound s")
     if achieved:
-        cols += ["achieved s", "TFLOP/s", "of bound"]
+        cols += ["achieved s", "TFLOP/s", "of bound", "executed of peak"]
     for c in cols:
         t.add_column(c, justify="left" if c in ("workload", "binds") else "right")
     for w, e in rep["workloads"].items():
-        row = [w, str(e["gpus"]), f"{e['flops_per_gpu'] / 1e15:.4f}", f"{e['bytes'] / 1e9:.2f}",
+        row = [w, str(e["gpus"]), f"{e['flops_per_gpu'] / 1e15:.4f}",
+               f"{e['executed_flops'] / e['gpus'] / 1e15:.4f}", f"{e['bytes'] / 1e9:.2f}",
                f"{e['intensity']:.0f}", f"{e['bound_s']:.4f}", e["binds"]]
         if measured:
             row.append(f"{e['measured_bound_s']:.4f}")
         if achieved:
-            row += [f"{e['achieved_s']:.4f}", f"{e['achieved_tflops']:.0f}",
-                    f"{100 * e['fraction_of_bound']:.1f}%"] if "achieved_s" in e else ["", "", ""]
+            row += [f"{e['achieved_s']:.4f}", f"{e['achieved_tflops']:.0f}", f"{100 * e['fraction_of_bound']:.1f}%",
+                    f"{100 * e['fraction_of_executed_ceiling']:.1f}%"] if "achieved_s" in e else ["", "", "", ""]
         t.add_row(*row)
     console.print(t)
     o = rep["objective"]
@@ -243,11 +273,12 @@ def print_report(rep, console, geometry):
                       f"{m['hbm_tbps']:.2f} TB/s device copy ({m['method']})")
     t = spec.CLIPS["f481"]["latent_frames"]
     total = spec.decode_flops(t, geometry)
-    bt = Table(title=f"where the FLOPs are: one decode of f481 ({t} latent frames, {total / 1e15:.3f} PFLOP)")
-    for c in ("op", "level", "PFLOP", "share"):
-        bt.add_column(c, justify="right" if c in ("PFLOP", "share") else "left")
-    for kind, level, f in breakdown(t, geometry):
-        bt.add_row(kind, level, f"{f / 1e15:.4f}", f"{100 * f / total:.1f}%")
+    bt = Table(title=f"where the FLOPs are: one decode of f481 ({t} latent frames, {total / 1e15:.3f} PFLOP; "
+                     f"executed: by the baseline's algorithms)")
+    for c in ("op", "level", "PFLOP", "share", "executed PFLOP"):
+        bt.add_column(c, justify="left" if c in ("op", "level") else "right")
+    for kind, level, f, x in breakdown(t, geometry):
+        bt.add_row(kind, level, f"{f / 1e15:.4f}", f"{100 * f / total:.1f}%", f"{x / 1e15:.4f}")
     console.print(bt)
 
 

@@ -34,13 +34,14 @@ def test_json_equals_spec_work_for_every_workload(tmp_path):
 @pytest.mark.parametrize("t", [1, 2, 5, 31, 61, 121])
 def test_breakdown_sums_to_the_decode(t):
     rows = bounds.breakdown(t)
-    assert sum(f for _, _, f in rows) == spec.decode_flops(t)
-    assert sum(f for _, _, f in bounds.breakdown(t, spec.TINY)) == spec.decode_flops(t, spec.TINY)
+    assert sum(f for _, _, f, _ in rows) == spec.decode_flops(t)
+    assert sum(f for _, _, f, _ in bounds.breakdown(t, spec.TINY)) == spec.decode_flops(t, spec.TINY)
+    assert sum(x for _, _, _, x in rows) == pytest.approx(sum(bounds.executed_by_weight(t).values()))
 
 
 def test_most_work_is_at_the_two_largest_levels():
     rows = bounds.breakdown(121)
-    big = sum(f for _, level, f in rows if level.startswith(("4x", "8x")))
+    big = sum(f for _, level, f, _ in rows if level.startswith(("4x", "8x")))
     assert big / spec.decode_flops(121) > 0.8
 
 
@@ -84,6 +85,24 @@ def test_impossible_admits_exact_algorithms_and_not_replays():
     assert "below the roofline floor" in bounds.impossible(10 * replay, 31, 1, peaks)
     # On the CPU the stand-in floor of the tiny f5 stays above a millisecond.
     assert bounds.bound_of(2, 1, bounds.CPU_PEAK, spec.TINY)["floor_s"] > 1e-3
+
+
+def test_executed_flops_follow_the_baselines_algorithms():
+    from helpers import baseline
+    sol = baseline()
+    # bounds' copy of the baseline's Winograd levels (bounds imports no solution) is the baseline's.
+    assert bounds.BASELINE_WINOGRAD_SCALES == tuple(2 ** level for level in sol.WINOGRAD_LEVELS)
+    counted, executed = spec.flops_by_weight(31), bounds.executed_by_weight(31)
+    by_level = {n: spec.conv_level(n, 31)[1] for n in counted if n != "attention"}
+    # A 3x3x3 conv at 2x by Winograd: 16 of 36 multiplies; at 8x the direct conv; a resample by phases: 4 of 9.
+    assert executed["decoder.up_blocks.1.resnets.0.conv1.weight"] == counted["decoder.up_blocks.1.resnets.0.conv1.weight"] * 16 / 36
+    assert executed["decoder.up_blocks.3.resnets.0.conv1.weight"] == counted["decoder.up_blocks.3.resnets.0.conv1.weight"]
+    assert executed["decoder.up_blocks.2.upsampler.resample.1.weight"] == \
+        counted["decoder.up_blocks.2.upsampler.resample.1.weight"] * 4 / 9
+    assert executed["attention"] == counted["attention"]
+    winograd = {n for n in counted if n != "attention" and executed[n] != counted[n] and ".resample." not in n}
+    assert winograd == {f"{n}.weight" for n in sol.winograd_convs(spec.FULL)}
+    assert all(by_level[n] in bounds.BASELINE_WINOGRAD_SCALES for n in winograd)
 
 
 def test_gpu_names():

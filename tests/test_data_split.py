@@ -1,4 +1,6 @@
-"""The fp32 decode split into bands (data/bands.py) against the whole decode.
+"""The fp32 decode split into bands (data/bands.py) against the whole decode, the plan of the bands over workers and
+the data maker's decodes as tasks on simulated CPU workers (data/tasks.py), `python -m data.make --check`, and the
+progress display's work count.
 
 The truth is the whole fp32 decode (reference.decode_fp32): a band's video must equal its rows of the whole decode
 within fp32 rounding, and the spans each band keeps must be exactly the decode's receptive field, which autograd
@@ -7,12 +9,17 @@ values run single-threaded: MKL's multi-threaded GEMM splits a small product's r
 whole decode on one thread and on two differs in 0.5% of its fp16 roundings (tiny geometry, f17); on one thread the
 bands here equal the whole decode bit for bit.
 """
+import io
+import json
+import os
+
 import pytest
 import torch
+from rich.console import Console
 
 import reference
 import spec
-from data import bands, synth
+from data import bands, check, display, make, synth, tasks
 
 TINY = spec.TINY
 TALL = spec.Geometry("tall", 8, (48, 2), 8)   # 48 latent rows: a middle band's halo stays inside at every stage
@@ -74,9 +81,10 @@ def test_bands_equal_the_whole_decode(geometry, n, axis, one_thread):
     6.6e-7, TALL 1.3e-6 (3 bands) and 1.4e-6 (2 bands).
     """
     whole, video = split_decode(geometry, n, axis)
-    assert (whole - video).abs().max() <= bands.tolerance(whole) == 2 ** 6 * torch.finfo(torch.float32).eps
+    figures = check.compare(whole, video)
+    assert figures["max_abs"] <= figures["tolerance"] == 2 ** 6 * torch.finfo(torch.float32).eps
     if geometry is TINY:
-        assert (whole.to(torch.float16) == video.to(torch.float16)).float().mean() >= 0.9999
+        assert figures["fp16_identical"] >= check.MIN_FP16_IDENTICAL, figures
     else:   # the case this geometry is here for: cut edges inside the frame at every stage
         levels = bands._levels(48, geometry)
         sp = bands.spans(bands.split(48, 3, axis)[1], geometry)
@@ -145,3 +153,91 @@ def test_bands_across_columns_cost_less():
     whole = spec.decode_flops(121)
     assert sum(bands.flops(121, b) for b in bands.split(78, 2, COLS)) / whole == pytest.approx(1.0851, abs=1e-4)
     assert sum(bands.flops(121, b) for b in bands.split(44, 2, ROWS)) / whole == pytest.approx(1.1451, abs=1e-4)
+
+
+JOBS = [{"source": spec.CLIPS[c]["source"], "latent_frames": spec.CLIPS[c]["latent_frames"]}
+        for c in ("f121", "f241", "f481")]
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 4])
+def test_plan(workers):
+    """Sources longest first; bands that cover each frame; one worker: every decode whole (the plain reference
+    decode); never a longer estimated run than decoding every source whole; `bands` forces the count."""
+    plan = tasks.plan(JOBS, workers, spec.FULL)
+    assert [j["latent_frames"] for j, _ in plan] == [121, 61, 31]
+    for _, split in plan:
+        assert split[0].lo == 0 and split[-1].hi == 78 and all(a.hi == b.lo for a, b in zip(split, split[1:]))
+        assert len(split) <= workers
+
+    def estimate(p):
+        return tasks.makespan([c for j, split in p for c in
+                               [tasks.cost("fp32", j["latent_frames"], b, spec.FULL)[-1] for b in split]
+                               + [tasks.cost("bf16", j["latent_frames"], None, spec.FULL)[-1]]], workers)
+    whole = [(j, bands.split(78, 1)) for j in sorted(JOBS, key=lambda j: -j["latent_frames"])]
+    assert estimate(plan) <= estimate(whole)
+    if workers == 1:
+        assert all(len(split) == 1 for _, split in plan)
+    if workers >= 3:   # f481's decode alone would outlast everything else
+        assert len(plan[0][1]) > 1
+    assert [len(s) for _, s in tasks.plan(JOBS, workers, spec.FULL, bands=2)] == [2, 2, 2]
+
+
+def test_make_over_simulated_workers(tmp_path, monkeypatch, one_thread, capsys):
+    """The data maker with two simulated CPU workers and every fp32 decode in 2 bands: the refs equal the whole
+    decode's fp16 roundings (single-threaded: all of them; measured max|d| 0), the calibration says how it was made,
+    the task table lists the bands, no scratch file is left."""
+    monkeypatch.setenv("DATA", str(tmp_path))
+    entries = make.make(["f17"], TINY, seed=0, devices=["cpu", "cpu"], bands=2, progress=False)
+    out = capsys.readouterr().out
+    assert "row_000168: the fp32 decode in 2 bands (cols 0-3, cols 3-6)" in out
+    assert "row_000168 fp32 cols 3-6" in out and "TFLOP/s per worker" in out
+    z = spec.load_latents("row_000168", TINY)[:, :, :5].contiguous()
+    whole = reference.decode_fp32(z, [w.float() for w in spec.load_weights("cpu", TINY)])
+    for clip in ("f1", "f5", "f17"):
+        ref = spec.load_reference(clip, TINY)
+        figures = check.compare(whole[:, :, :ref.shape[2]], ref.float())
+        assert figures["fp16_identical"] >= check.MIN_FP16_IDENTICAL, (clip, figures)
+        assert entries[clip]["fp32_bands"] == 2 and entries[clip]["fp32_decode_s"] > 0
+    assert not [n for n in os.listdir(tmp_path / "tiny") if n.startswith(".tmp-")]
+    manifest = json.loads((tmp_path / "tiny" / spec.MANIFEST_FILE).read_text())["files"]
+    assert {"ref_f1.pt", "ref_f5.pt", "ref_f17.pt", spec.CALIBRATION_FILE} <= set(manifest)
+
+
+def test_check_command(capsys):
+    """`python -m data.make --check` on a CPU-only machine: the tiny geometry over two simulated workers, passing."""
+    assert make.main(["--check"]) == 0
+    out = capsys.readouterr().out
+    assert "tiny" in out and "2 simulated CPU workers" in out and " ok" in out
+
+
+def test_check_fails_a_wrong_halo(monkeypatch, capsys):
+    """The check can fail: with the receptive field one 3x3 conv short at the last stage (conv_out), the bands'
+    edges differ from the whole decode and the check exits 1."""
+    right = bands.stage_ops
+
+    def short(geometry):
+        ops = right(geometry)
+        return ops[:-1] + [()]
+    monkeypatch.setattr(bands, "stage_ops", short)
+    assert make.main(["--check", "--tiny"]) == 1
+    assert "FAILED" in capsys.readouterr().out
+
+
+def test_progress_counts_flops_not_tasks():
+    """The whole set's progress is work in FLOPs: finishing an fp32 decode of 5 latent frames is most of the work,
+    however many tasks remain; each worker's line counts its task's latent frames."""
+    fp32 = tasks.Task(0, "fp32", "s", 5, band=bands.split(6, 1)[0], cost=tasks.cost("fp32", 5, bands.split(6, 1)[0],
+                                                                                       TINY))
+    bf16 = tasks.Task(1, "bf16", "s", 5, cost=tasks.cost("bf16", 5, None, TINY))
+    shown = display.Display(Console(file=io.StringIO(), width=100))
+    shown.start([fp32, bf16])
+    total = fp32.cost[-1] + bf16.cost[-1]
+    shown.begin("cpu0", fp32)
+    shown.advance(0, 2)
+    whole, = [t for t in shown.progress.tasks if t.id == shown.whole]
+    assert whole.total == total and whole.completed == fp32.cost[2] == bands.flops(2, fp32.band, TINY)
+    shown.advance(0, 5)
+    shown.finished("cpu0", fp32)
+    assert whole.completed / whole.total == pytest.approx(fp32.cost[-1] / total) and whole.percentage > 90
+    shown.stop()
+    assert tasks.cost("bf16", 5, None, TINY)[-1] == pytest.approx(tasks.BF16_COST * spec.decode_flops(5, TINY))

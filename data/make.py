@@ -18,6 +18,8 @@ Design:
   source's fp32 decode may be split into bands of columns (data/bands.py: exact, each with the halo of its receptive
   field) so that the decodes keep every GPU busy to the end (data/tasks.py); the tiny geometry decodes on the CPU, in
   this process, whole. One progress display shows the whole set's work, counted in FLOPs, and its remaining time.
+- A checkpoint or latents file that cannot be read or has the wrong tensors is reported in one line naming the file
+  and what was expected, before anything in the data folder changes.
 - manifest.json records each file's size, sha256 and recipe (data/store.py). A rerun skips what is up to date,
   remakes what is missing, corrupt or made from another recipe, and removes refs that the new weights or latents
   leave stale. Without --seed, --checkpoint or --latents a rerun keeps the data set's own recipe (its recorded seed,
@@ -133,6 +135,7 @@ class _Maker:
         self.root = spec.data_dir(geometry)
         self.manifest = store.Manifest(self.root, geometry)
         self.verified = set()  # checkpoint files hashed in this make
+        self.loaded = None     # the --checkpoint's fp32 weights, when they are new to the folder
         if self.manifest.problem:
             out.note(self.manifest.problem)
 
@@ -180,6 +183,8 @@ class _Maker:
             path = ckpt.find(checkpoint)
             weights = ({"kind": "checkpoint", "sha256": store.sha256(path)}, os.path.abspath(path))
             self.verified.add(weights[1])
+            if m.recipe(spec.WEIGHTS_FILE) != store.recipe(self.geometry, weights=weights[0]):
+                self.loaded = ckpt.load(path, self.geometry)   # read (and checked) before anything is written
         elif seed is None and old is not None and isinstance(old.get("recipe"), dict):
             weights = (old["recipe"]["weights"], old.get("from"))
         else:
@@ -213,7 +218,7 @@ class _Maker:
             if origin["kind"] == "synthetic":
                 w32 = synth.weights(g, origin["seed"])
             else:
-                w32 = ckpt.load(self.checkpoint_file(origin, source_path), g)
+                w32 = self.loaded or ckpt.load(self.checkpoint_file(origin, source_path), g)
             store.save_torch([w.to(torch.bfloat16).contiguous() for w in w32], path)
             self.manifest.record(name, store.recipe(g, weights=origin),
                                  **({"from": source_path} if source_path else {}))

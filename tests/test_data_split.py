@@ -210,6 +210,14 @@ def test_check_command(capsys):
     assert "tiny" in out and "2 simulated CPU workers" in out and " ok" in out
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_check_on_the_gpus(capsys):
+    """`python -m data.make --check` on every visible GPU: the full geometry's bands (at least two) against its whole
+    decode, within bands.tolerance and with at least 99.99% of the fp16 roundings identical."""
+    assert make.main(["--check"]) == 0, capsys.readouterr().out
+
+
 def test_check_fails_a_wrong_halo(monkeypatch, capsys):
     """The check can fail: with the receptive field one 3x3 conv short at the last stage (conv_out), the bands'
     edges differ from the whole decode and the check exits 1."""

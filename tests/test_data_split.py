@@ -7,7 +7,7 @@ within fp32 rounding, and the spans each band keeps must be exactly the decode's
 finds independently (the rows of each stage's activations that the band's output depends on). Decodes that compare
 values run single-threaded: MKL's multi-threaded GEMM splits a small product's reduction by its shape, so even the
 whole decode on one thread and on two differs in 0.5% of its fp16 roundings (tiny geometry, f17); on one thread the
-bands here equal the whole decode bit for bit.
+tiny geometry's bands equal the whole decode bit for bit.
 """
 import io
 import json
@@ -65,7 +65,7 @@ def test_one_band_is_the_whole_decode():
 
 
 @pytest.mark.parametrize("geometry, n, axis", [
-    (TINY, 2, COLS),    # 6 latent columns: every halo reaches both edges up to 4x, a real cut at 8x
+    (TINY, 2, COLS),    # 6 latent columns: the spans reach both edges up to 2x, cut edges at 4x and 8x
     (TINY, 3, ROWS),    # an odd count, bands of unequal work (the middle one has two cut edges)
     (TALL, 3, ROWS),    # the middle band's spans are inside the frame at every stage
 ], ids=["tiny-cols-2", "tiny-rows-3", "tall-rows-3"])

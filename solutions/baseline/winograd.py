@@ -45,26 +45,8 @@ def transform_weights(w, dtype=torch.float16):
 
 
 def conv_torch(buf, u, pad_rows, bias=None, out=None):
-    """The twin: the same transforms, the same operand rounding (to u's dtype), fp32 sums."""
-    b, c, fin, rows, w = buf.shape
-    n, h = fin - 2, rows + 2 * pad_rows - 2
-    th, tw = (h + 1) // 2, (w + 1) // 2
-    x = F.pad(buf.float(), (1, 2 * tw + 1 - w, pad_rows, 2 * th + 2 - rows - pad_rows))
-    d = x.unfold(3, 4, 2).unfold(4, 4, 2)                            # (B, C, Fin, th, tw, 4, 4)
-    bt = BT.to(buf.device)
-    v = torch.einsum("ir,bcftyrs,js->ijbftyc", bt, d, bt).to(u.dtype).float()
-    m = 0
-    for dt in range(3):                                               # (4, 4, B, n, th, tw, Co)
-        m = m + torch.einsum("ijbftyc,ijco->ijbftyo", v[:, :, :, dt:dt + n], u.float().view(4, 4, 3, c, -1)[:, :, dt])
-    at = AT.to(buf.device)
-    y = torch.einsum("pi,ijbftyo,qj->boftpyq", at, m, at).reshape(b, -1, n, 2 * th, 2 * tw)[..., :h, :w]
-    if bias is not None:
-        y = y + bias.float().view(1, -1, 1, 1, 1)
-    if out is None:
-        out = torch.empty((b, y.shape[1], n, h, w), dtype=buf.dtype, device=buf.device,
-                          memory_format=torch.channels_last_3d)
-    out.copy_(y)
-    return out
+    """The twin: conv() with PyTorch's ops in place of the two kernels (the same operand rounding, fp32 sums)."""
+    return conv(buf, u, pad_rows, bias, out, kernels=False)
 
 
 if triton is not None:
@@ -199,10 +181,10 @@ if triton is not None:
                 tl.store(base + (oy_ * oy + col * ox)[:, None], val.to(out.dtype.element_ty), mask=mk)
 
 
-def conv(buf, u, pad_rows, bias=None, out=None, bm=32, bk=64, v_bytes=V_BYTES):
+def conv(buf, u, pad_rows, bias=None, out=None, bm=32, bk=64, v_bytes=V_BYTES, kernels=None):
     """The causal 3x3x3 conv of a filled input buffer, from U = transform_weights(weight): V in u's dtype, the
     products by cuBLAS (fp32 accumulation and output), out (B, Co, n, H, W) made channels-last when None. Bands of
-    tile rows whose V holds at most `v_bytes` go one after another."""
+    tile rows whose V holds at most `v_bytes` go one after another. kernels=False: the twin's PyTorch ops."""
     b, c, fin, rows, w = buf.shape
     n, h, co = fin - 2, rows + 2 * pad_rows - 2, u.shape[2]
     th, tw = (h + 1) // 2, (w + 1) // 2
@@ -210,7 +192,7 @@ def conv(buf, u, pad_rows, bias=None, out=None, bm=32, bk=64, v_bytes=V_BYTES):
         out = torch.empty((b, co, n, h, w), dtype=buf.dtype, device=buf.device, memory_format=torch.channels_last_3d)
     per_row = 16 * b * tw * fin * c * u.element_size()
     nty = max(1, min(th, v_bytes // per_row))
-    triton_ok = use_triton(buf)
+    triton_ok = use_triton(buf) if kernels is None else kernels
     if triton_ok:   # no wider than the work (the tests' tiny geometry: one program per frame)
         bm = min(max(bm, 1024 if INTERPRET else bm), triton.next_power_of_2(nty * tw))
         bk = min(bk, triton.next_power_of_2(c))
@@ -237,15 +219,15 @@ def conv(buf, u, pad_rows, bias=None, out=None, bm=32, bk=64, v_bytes=V_BYTES):
                     torch.bmm(a, u, out_dtype=torch.float32, out=m)   # fp32 out: no fp16 overflow
                 else:
                     torch.bmm(a.float(), u.float(), out=m)
-                _output_transform(m, bias, out[bi:bi + 1, :, f:f + 1], ty0, ty1 - ty0, tw, bm)
+                _output_transform(m, bias, out[bi:bi + 1, :, f:f + 1], ty0, ty1 - ty0, tw, bm, triton_ok)
         del v, m
     return out
 
 
-def _output_transform(m, bias, out, ty0, nty, tw, bm):
+def _output_transform(m, bias, out, ty0, nty, tw, bm, triton_ok):
     """Tile rows ty0 .. ty0 + nty of out (1, Co, 1, H, W) = A^T M A (+ bias), M (16, nty * tw, Co) of one frame."""
     co, h, w = out.shape[1], out.shape[3], out.shape[4]
-    if use_triton(m):
+    if triton_ok:
         _, oc, _, oy, ox = out.stride()
         _vout_kernel[(triton.cdiv(nty * tw, bm), triton.cdiv(co, 64))](
             m, bias if bias is not None else m, out, oc, oy, ox, co, h, w, tw, ty0, nty, HAS_BIAS=bias is not None,

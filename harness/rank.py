@@ -59,11 +59,18 @@ class Rank:
         s = self.setup
         # The lock comes first, before torch starts any thread: Landlock before ABI 8 binds only the calling thread
         # and the threads and children it starts afterwards.
-        from harness import buffers, ipc, sandbox
+        from harness import buffers, ipc, sandbox, syscalls
         maps = buffers.premap(s["buffers"])
         info = {"rank": s["rank"], "isolation": {"isolation": "none"}}
-        if s["sandbox"] and s["device"] == "cpu":   # harness/ipc.py: on GPUs the judge's removal at close instead
+        if s["sandbox"] and s["device"] == "cpu":
+            # harness/ipc.py, harness/syscalls.py; on GPUs these wait for a check there (the README's known limits)
             info["ipc_namespace"] = ipc.private_namespace()
+            try:
+                syscalls.drop_capabilities()
+                info["metadata_writes_denied"] = syscalls.deny_metadata_writes()
+            except OSError as e:
+                self.send("error", status="harness error", rank=s["rank"], phase="sandbox", error=str(e))
+                return False
         if s["sandbox"]:
             lock = s["sandbox"]
             try:

@@ -195,6 +195,20 @@ def test_no_state_survives_in_system_v_ipc(tiny_data, tmp_path):
     assert ipc.snapshot() <= before
 
 
+def test_no_state_survives_in_kernel_state_outside_the_filesystem(tiny_data, tmp_path):
+    """keeps_state_in_kernel.py raises once a process finds another's mark in an extended attribute, a keyring or the
+    domain name: two runs, the second of two worlds, leave none that a later process can find."""
+    cheat = tmp_path / "keeps_state_in_kernel.py"        # a copy: its extended attributes are this test's
+    cheat.write_text(open(os.path.join(CHEATS, "keeps_state_in_kernel.py")).read())
+    for workloads in ("f1x1", "f1x1,f1x4"):
+        out = tmp_path / "r.json"
+        p = subprocess.run([sys.executable, "bench.py", str(cheat), "--tiny", "--workloads", workloads, "--json",
+                            str(out)], cwd=ROOT, env=tiny_data, capture_output=True, text=True, timeout=300)
+        recs = json.loads(out.read_text())["workloads"]
+        assert all(r["status"] == "passed" for r in recs.values()), (workloads, p.stdout[-2000:])
+    assert not os.listxattr(cheat)
+
+
 def test_the_judge_removes_the_system_v_objects_made_after_a_snapshot():
     from harness import ipc
     before = ipc.snapshot()

@@ -1,0 +1,81 @@
+"""What Landlock's filesystem lock leaves open to a rank that runs as root: kernel state outside file contents, which
+outlives the process and which a later process of the same solution could read (harness/ipc.py has the System V
+part).
+
+- Capabilities: the rank drops them all (effective, permitted, inheritable, bounding), so the host's global state
+  stays out of reach (host and domain names, network links and addresses, `trusted.*` extended attributes, sysctls
+  through syscalls).
+- Inode metadata and keyrings, which root may change on the files it owns without any capability: a seccomp filter
+  makes the syscalls that write extended attributes, times, modes and owners, and those of the kernel keyrings, fail
+  with EPERM. Reading stays allowed.
+
+x86_64 and aarch64 (their syscall numbers below); elsewhere the filter is not installed and says so."""
+import ctypes
+import platform
+import struct
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+# The syscalls that write inode metadata or use kernel keyrings, per architecture (Linux's unistd tables).
+DENIED = {
+    "x86_64": {"setxattr": 188, "lsetxattr": 189, "fsetxattr": 190, "removexattr": 197, "lremovexattr": 198,
+               "fremovexattr": 199, "setxattrat": 463, "removexattrat": 466,
+               "utime": 132, "utimes": 235, "futimesat": 261, "utimensat": 280,
+               "chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452,
+               "chown": 92, "fchown": 93, "lchown": 94, "fchownat": 260,
+               "add_key": 248, "request_key": 249, "keyctl": 250},
+    "aarch64": {"setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "removexattr": 14, "lremovexattr": 15,
+                "fremovexattr": 16, "setxattrat": 463, "removexattrat": 466,
+                "utimensat": 88, "fchmod": 52, "fchmodat": 53, "fchmodat2": 452, "fchownat": 54, "fchown": 55,
+                "add_key": 217, "request_key": 218, "keyctl": 219},
+}
+AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+
+PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP = 24, 38, 22
+SECCOMP_MODE_FILTER = 2
+SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO, SECCOMP_RET_KILL_PROCESS = 0x7FFF0000, 0x00050000, 0x80000000
+EPERM, EINVAL = 1, 22
+_BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_JGE_K, _BPF_RET_K = 0x20, 0x15, 0x35, 0x06
+X32_BIT = 0x40000000   # x86_64's x32 calls: the same numbers with this bit, refused whole
+
+
+def drop_capabilities():
+    """Drop every capability of this process (bounding set first, while CAP_SETPCAP is still held)."""
+    for cap in range(64):
+        if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            if ctypes.get_errno() == EINVAL:          # past the kernel's last capability
+                break
+            raise OSError(ctypes.get_errno(), f"dropping capability {cap} from the bounding set failed")
+    header = struct.pack("II", 0x20080522, 0)        # _LINUX_CAPABILITY_VERSION_3, this process
+    data = bytes(24)                                  # two (effective, permitted, inheritable) sets, all empty
+    if _libc.syscall(126 if platform.machine() == "x86_64" else 91, header, data) != 0:   # capset
+        raise OSError(ctypes.get_errno(), "capset failed")
+
+
+def _filter(arch):
+    """The BPF program: kill on another architecture, EPERM for DENIED[arch] (and any x32 call), allow the rest."""
+    numbers = sorted(set(DENIED[arch].values()))
+    ins = [(_BPF_LD_W_ABS, 0, 0, 4),                                    # seccomp_data.arch
+           (_BPF_JEQ_K, 1, 0, AUDIT_ARCH[arch]),
+           (_BPF_RET_K, 0, 0, SECCOMP_RET_KILL_PROCESS),
+           (_BPF_LD_W_ABS, 0, 0, 0),                                    # seccomp_data.nr
+           (_BPF_JGE_K, len(numbers) + 1, 0, X32_BIT)]                  # to the EPERM return at the end
+    for i, nr in enumerate(numbers):
+        ins.append((_BPF_JEQ_K, len(numbers) - i, 0, nr))
+    ins += [(_BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW), (_BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | EPERM)]
+    return b"".join(struct.pack("HBBI", *i) for i in ins), len(ins)
+
+
+def deny_metadata_writes():
+    """Install the seccomp filter on this thread (and what it starts later); returns the architecture, or None
+    where it has no table here."""
+    arch = platform.machine()
+    if arch not in DENIED:
+        return None
+    code, n = _filter(arch)
+    buf = ctypes.create_string_buffer(code)
+    prog = struct.pack("HxxxxxxQ", n, ctypes.addressof(buf))           # struct sock_fprog
+    if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or \
+            _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.c_char_p(prog), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "seccomp filter refused")
+    return arch

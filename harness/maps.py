@@ -21,9 +21,11 @@ from harness import checks, plot
 
 # Where errors concentrate: the shortest run of rows (columns) that holds EXCESS of the error above the floor (the
 # median row's: what every row has, such as the bf16 noise of an honest decode). The errors are spread when what is
-# above the floor is under SPREAD of all the error, or when that run is wider than WIDE of the rows (then a rank's
-# band holding BAND of it is named). The run takes in its neighbours above TAIL of its peak.
-EXCESS, SPREAD, WIDE, BAND, TAIL = 0.9, 0.25, 0.25, 0.8, 0.02
+# above the floor is under SPREAD of all the error and no row rises PEAK floors above it, or when that run is wider
+# than WIDE of the rows (then a rank's band holding BAND of it is named). The run takes in its neighbours above TAIL
+# of its peak.
+EXCESS, SPREAD, PEAK, WIDE, BAND, TAIL = 0.9, 0.25, 4.0, 0.25, 0.8, 0.02
+REACH = 2                          # rows on either side of a seam that count as on it (several seams at once)
 BAD = (1.0, 0.0, 1.0)              # non-finite pixels in the pictures: magenta
 
 
@@ -112,47 +114,69 @@ def shortest_run(x, target):
     return best
 
 
-def concentration(mass, bands=None):
-    """(first, last) where the errors of a row (column) profile concentrate, or None where they are spread; with
-    `bands` ([(first, end)] of each rank), a rank's whole band where it holds most of the excess."""
+def concentration(mass, seams=(), bands=()):
+    """[[first, last], ...]: where the errors of a row (column) profile concentrate, [] where they are spread. One
+    narrow run; else, given the band `seams` (video rows), the rows within REACH of them where those hold the
+    excess; else, given `bands` ([(first, end)] of each rank), a rank's whole band where it holds most of it."""
     mass = np.asarray(mass, dtype=np.float64)
     total = mass.sum()
     if not total > 0:
-        return None
-    excess = np.clip(mass - np.median(mass), 0, None)
-    if excess.sum() < SPREAD * total:
-        return None
-    a, b = shortest_run(excess, EXCESS * excess.sum())
-    edge = excess[a:b + 1].max() * TAIL        # the run's tails: neighbours with a share of its peak
-    while a > 0 and excess[a - 1] >= edge:
-        a -= 1
-    while b < len(mass) - 1 and excess[b + 1] >= edge:
-        b += 1
-    if b - a + 1 <= max(1, WIDE * len(mass)):
+        return []
+    floor = np.median(mass)
+    excess = np.clip(mass - floor, 0, None)
+    if excess.sum() < SPREAD * total and excess.max() < PEAK * floor:
+        return []
+
+    def grown(a, b):                # a run's tails: its neighbours above TAIL of its peak
+        edge = excess[a:b + 1].max() * TAIL
+        while a > 0 and excess[a - 1] >= edge:
+            a -= 1
+        while b < len(mass) - 1 and excess[b + 1] >= edge:
+            b += 1
         return a, b
-    for first, end in bands or []:
+    a, b = grown(*shortest_run(excess, EXCESS * excess.sum()))
+    if b - a + 1 <= max(1, WIDE * len(mass)):
+        return [[a, b]]
+    near = [(max(0, s - REACH), min(len(mass), s + REACH)) for s in seams]
+    if near and sum(excess[a:b].sum() for a, b in near) >= EXCESS * excess.sum():
+        runs = []
+        for a, b in near:
+            hot = np.flatnonzero(excess[a:b] >= excess.max() * TAIL)
+            if len(hot):
+                runs.append([a + int(hot[0]), a + int(hot[-1])])
+        return runs
+    for first, end in bands:
         if excess[first:end].sum() >= BAND * excess.sum() and end - first < len(mass):
-            return first, end - 1
-    return None
+            return [[first, end - 1]]
+    return []
 
 
 def span(a, b, noun):
     return f"{noun} {a}" if a == b else f"{noun}s {a}-{b}"
 
 
-def rows_words(run, m, height):
+def seam_of(a, b, seams):
+    """The seam index r (between ranks r and r + 1) that rows a..b touch, or None."""
+    return next((r for r, s in enumerate(seams) if a <= s and b >= s - 1), None)
+
+
+def rows_words(runs, m, height):
     """'rows 351-353 = the seam between ranks 0 and 1', 'rows 352-703 = rank 1's band', ... or 'every row'."""
-    if run is None:
+    if not runs:
         return "every row"
-    a, b = run
+    if len(runs) > 1:
+        text = ", ".join(f"{a}-{b}" if b > a else str(a) for a, b in runs)
+        pairs = ", ".join(f"{r} and {r + 1}" for r in (seam_of(a, b, m.seams) for a, b in runs) if r is not None)
+        return f"rows {text} = the seams between ranks {pairs}"
+    (a, b), = runs
     text = span(a, b, "row")
     edges = [0, *m.seams, height]
     for r in range(m.world):
         if m.world > 1 and (a, b) == (edges[r], edges[r + 1] - 1):
             return f"{text} = rank {r}'s band"
-    for r, s in enumerate(m.seams):
-        if a <= s and b >= s - 1:
-            return f"{text} = the seam between ranks {r} and {r + 1}"
+    r = seam_of(a, b, m.seams)
+    if r is not None:
+        return f"{text} = the seam between ranks {r} and {r + 1}"
     for r, s in enumerate(m.seams):
         gap = s - 1 - b if b < s - 1 else a - s
         if gap <= m.scale:
@@ -165,10 +189,10 @@ def rows_words(run, m, height):
     return text
 
 
-def columns_words(run, width):
-    if run is None:
+def columns_words(runs, width):
+    if not runs:
         return "every column"
-    a, b = run
+    (a, b), = runs
     text = span(a, b, "column")
     if a == 0 or b == width - 1:
         return f"{text} = the {'left' if a == 0 else 'right'} edge"
@@ -200,8 +224,8 @@ def describe(m):
     frames, height, width = m.row_sq.shape[0], m.row_sq.shape[1], m.col_sq.shape[1]
     nonfinite = int(m.row_bad.sum())
     subject = "non-finite elements" if nonfinite else "errors"
-    bands = [(s, e) for s, e in zip([0, *m.seams], [*m.seams, height])] if m.world > 1 else None
-    rows = concentration((m.row_bad if nonfinite else m.row_sq).sum(0), bands)
+    bands = list(zip([0, *m.seams], [*m.seams, height])) if m.world > 1 else ()
+    rows = concentration((m.row_bad if nonfinite else m.row_sq).sum(0), m.seams, bands)
     cols = concentration((m.col_bad if nonfinite else m.col_sq).sum(0))
     rms = m.frame_rms()
     over = np.flatnonzero((m.frame_max > m.allow["max_abs"]) | (rms > m.allow["rms"]) | (m.row_bad.sum(1) > 0))
@@ -213,7 +237,7 @@ def describe(m):
             f"{len(over)} of {frames} frames over the allowance ({listed})")
     if not nonfinite and not m.frame_max.any():
         where = "no difference from the reference"
-    elif rows is None and cols is None:
+    elif not rows and not cols:
         where = f"{subject} spread over every row and column"
     else:
         where = f"{subject} concentrate on {rows_words(rows, m, height)}, {columns_words(cols, width)}"
@@ -222,8 +246,8 @@ def describe(m):
     return {"words": "; ".join([f"{nonfinite} elements not finite"] * bool(nonfinite) + [where, worst, when]),
             "worst_frame": k, "worst_frame_words": frame_words(k, frames), "worst_max_abs": float(m.frame_max[k]),
             "worst_rms": float(rms[k]), "frames_compared": frames, "frames_over": len(over),
-            "frames_over_runs": over_runs, "rows": list(rows) if rows else None,
-            "rows_words": rows_words(rows, m, height), "columns": list(cols) if cols else None,
+            "frames_over_runs": over_runs, "rows": rows,
+            "rows_words": rows_words(rows, m, height), "columns": cols,
             "columns_words": columns_words(cols, width), "nonfinite": nonfinite, "seams": m.seams,
             "allowance": m.allow}
 
@@ -296,8 +320,8 @@ def draw(m, path, title):
                    extent=(-0.5, d.shape[1] * k - 0.5, d.shape[0] * k - 0.5, -0.5))
     fig.colorbar(im, ax=ax, label="|d|, the largest over the colours", shrink=0.7)
     mark_seams(ax, m.seams, d.shape[1] * k)
-    if s["rows"] or s["columns"]:           # where the errors concentrate, boxed with a margin (not over them)
-        (r0, r1), (c0, c1) = s["rows"] or (0, height - 1), s["columns"] or (0, width - 1)
+    for (r0, r1) in (s["rows"] or [[0, height - 1]]) if s["rows"] or s["columns"] else []:
+        (c0, c1), = s["columns"] or [[0, width - 1]]   # where the errors concentrate, boxed with a margin
         pad = 3 * k
         ax.add_patch(Rectangle((c0 - pad, r0 - pad), c1 - c0 + 2 * pad, r1 - r0 + 2 * pad, fill=False, ec="lime",
                                lw=1, ls="--"))

@@ -316,7 +316,8 @@ def draw(m, path, title):
     ax = fig.add_subplot(grid[1, 4:])
     d, k = pooled(m.worst_d)
     top = np.nanmax(d) if np.isfinite(d).any() else 1.0
-    im = ax.imshow(np.clip(d, floor, None), cmap=cmap, interpolation="nearest", norm=LogNorm(floor, max(top, 10 * floor)),
+    im = ax.imshow(np.clip(d, floor, None), cmap=cmap, interpolation="nearest",
+                   norm=LogNorm(floor, max(top, 10 * floor)),
                    extent=(-0.5, d.shape[1] * k - 0.5, d.shape[0] * k - 0.5, -0.5))
     fig.colorbar(im, ax=ax, label="|d|, the largest over the colours", shrink=0.7)
     mark_seams(ax, m.seams, d.shape[1] * k)

@@ -198,7 +198,7 @@ def plot(rep, path, title="Wan2.2 VAE decode: roofline"):
         if not p:
             continue
         ax.plot(xs, [min(p["bf16_tflops"], x * p["hbm_tbps"]) for x in xs], style, color="gray",
-                label=f"{label}: {p['bf16_tflops']:.0f} TFLOP/s, {p['hbm_tbps']:.2f} TB/s")
+                label=f"{label}: {p['bf16_tflops']:.3g} TFLOP/s, {p['hbm_tbps']:.3g} TB/s")
     shown = [(w, e) for w, e in rep["workloads"].items() if "achieved_tflops" in e]
     for i, (w, e) in enumerate(shown):
         per_gpu = e["achieved_tflops"] / e["gpus"]

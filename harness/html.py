@@ -2,8 +2,8 @@
 pictures beside it (no server, no network; it reads offline in any browser).
 
 A bench page: the verdict per solution, the per-workload table with statuses, the A/B verdicts when several
-solutions ran, the roofline per solution (bounds.plot: counted and executed FLOPs), the per-scope chart of each
-profiled call (profile.bar_chart), the error maps (harness/maps.py, drawn during the run into DIR/maps), then the
+solutions ran, the error maps (harness/maps.py, drawn during the run into DIR/maps), the roofline per solution
+(bounds.plot: counted and executed FLOPs), the per-scope chart of each profiled call (profile.bar_chart), then the
 environment and provenance. A gate page: the verdict, every check with its status, the error maps, the environment.
 Everything shown comes from the run's JSON record (the same dict bench and ci write with --json). A few lines of
 inline script, run after load, mark a picture that did not load and count the pictures and tables into the body's
@@ -65,9 +65,10 @@ def table(header, rows):
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def picture(folder, path, caption):
+def picture(folder, path, caption, width=None):
     src = urllib.parse.quote(os.path.relpath(path, folder))
-    return f"<figure><img src=\"{src}\" alt=\"{esc(caption)}\"><figcaption>{esc(caption)}</figcaption></figure>"
+    size = f" style=\"max-width: {width}px\"" if width else ""
+    return f"<figure><img src=\"{src}\" alt=\"{esc(caption)}\"{size}><figcaption>{esc(caption)}</figcaption></figure>"
 
 
 def stem(*parts):
@@ -186,8 +187,11 @@ def bench_page(folder, out, geometry, cpu, gpu_key):
             ["workload", "solution", "time / baseline's", "verdict"],
             [(c["workload"], c["solution"], f"{c['time_ratio']:.3f}x of {c['baseline']}", c["verdict"])
              for c in out["comparisons"]])]
+    sections.append(error_maps(folder, [(f"{name} {w}", r["status"], r["error_map"]) for name, sol in sols.items()
+                                        for w, r in sol["workloads"].items() if r.get("error_map")]))
     plots = [(name, roofline(folder, name, sol, geometry, cpu, gpu_key)) for name, sol in sols.items()]
-    sections.append("<h2>Roofline</h2>" + ("".join(picture(folder, p, f"roofline of {name}") for name, p in plots if p)
+    sections.append("<h2>Roofline</h2>" + ("".join(picture(folder, p, f"roofline of {name}", 640)
+                                                   for name, p in plots if p)
                                            or "<p>No timed workload passed: no achieved rate to place.</p>"))
     profiled = [(name, w, r["profile"]) for name, sol in sols.items() for w, r in sol["workloads"].items()
                 if r.get("profile")]
@@ -198,8 +202,6 @@ def bench_page(folder, out, geometry, cpu, gpu_key):
                                      f"{name} {w}: one profiled call of {prof['time_s']:.4f} s")
             sections.append(picture(folder, path, f"per-scope self time of {name} {w} (traces: "
                                                   f"{', '.join(os.path.basename(r['trace']) for r in prof['ranks'])})"))
-    sections.append(error_maps(folder, [(f"{name} {w}", r["status"], r["error_map"]) for name, sol in sols.items()
-                                        for w, r in sol["workloads"].items() if r.get("error_map")]))
     sections.append(environment(out.get("environment"), out.get("method")))
     return page(folder, f"bench {names}", sections)
 

@@ -88,7 +88,8 @@ def test_bench_report_names_where_the_wrong_solution_is_wrong(bench_report):
     honest = report["solutions"]["reference"]["workloads"]["f5x1"]      # --maps: the passing one mapped too
     assert honest["passed"] and "no frame over the allowance" in honest["error_map"]["words"]
     page = open(os.path.join(folder, "index.html")).read()
-    assert m["words"] in page and "Environment and provenance" in page and report["environment"]["commit"] in page
+    assert m["words"] in page and "Environment and provenance" in page
+    assert (report["environment"]["commit"] or "") in page
 
 
 def test_bench_report_renders_in_a_browser(bench_report, tmp_path):

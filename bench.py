@@ -35,6 +35,11 @@ Profiling (--profile DIR): after a workload's calls, one more call (checked, not
 torch.profiler with reference's named scopes on; each rank's Chrome trace is copied to DIR and the per-scope table
 printed. `bench.py --scopes TRACE ...` prints the table of saved traces.
 
+Error maps (harness/maps.py): a call whose video fails the check (every call with --maps) is mapped from the judge's
+copy of out: where the errors are (the worst frame, rows named after the band seams of spec.bands, columns), in the
+console's `where:` line and the JSON's `error_map`. --report DIR draws them and writes DIR/index.html (harness/html.py:
+statuses, A/B verdicts, error maps, rooflines, scope charts, the environment), a static page.
+
 Under torchrun (`torchrun --nproc-per-node N bench.py ...`) rank 0 runs the whole bench as above, on the GPUs it
 sees, and the other launched processes wait for it and exit: a judge must own the ranks it judges.
 

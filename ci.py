@@ -13,6 +13,9 @@ What it checks, beyond bench.py's per-call checks (the same rank processes, judg
 - Fresh latents that exist nowhere on disk (a secret seed, the data maker's latent statistics), a new draw for
   every call: the gate computes their fp32 decode and the release bf16 decode itself, and the allowance from them.
 - Every call's time against the roofline (bounds.bound_of): faster than the hardware allows is impossible.
+
+A failing check's error map (harness/maps.py; every check's with --maps) says where its video is wrong; --report DIR
+writes the checks, their maps and the environment as DIR/index.html.
 """
 import argparse
 import json

@@ -37,7 +37,6 @@ class ErrorMap:
     seams: list            # video rows where the bands of ranks 1 .. world - 1 begin
     scale: int             # video rows per latent row
     per_row: int           # elements of one row of one frame (colours x columns)
-    per_col: int           # elements of one column of one frame (colours x rows)
     frame_max: np.ndarray  # [F] max|d| of the finite elements
     row_sq: np.ndarray     # [F, H] sum of d^2 (finite elements)
     row_bad: np.ndarray    # [F, H] non-finite elements
@@ -48,10 +47,6 @@ class ErrorMap:
     worst_ref: np.ndarray  # [H, W, 3] uint8
     worst_out: np.ndarray  # [H, W, 3] uint8
     summary: dict = None
-
-    @property
-    def frames(self):
-        return len(self.frame_max)
 
     def frame_rms(self):
         n = self.per_row * self.row_sq.shape[1] - self.row_bad.sum(1)
@@ -83,7 +78,7 @@ def measure(out, ref, device, allow, world, geometry):
         col_sq[f:f + n], col_bad[f:f + n] = sq.sum(dim=(0, 1, 3)).cpu(), bad.sum(dim=(0, 1, 3)).float().cpu()
     m = ErrorMap(allow=dict(allow), world=world, seams=spec.video_seams(world, geometry),
                  scale=geometry.video_hw[0] // geometry.latent_hw[0], per_row=out.shape[1] * width,
-                 per_col=out.shape[1] * height, frame_max=frame_max.numpy(), row_sq=row_sq.numpy(),
+                 frame_max=frame_max.numpy(), row_sq=row_sq.numpy(),
                  row_bad=row_bad.numpy(), col_sq=col_sq.numpy(), col_bad=col_bad.numpy(), worst=0, worst_d=None,
                  worst_ref=None, worst_out=None)
     bad = m.row_bad.sum(1)

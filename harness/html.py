@@ -76,7 +76,6 @@ def stem(*parts):
 
 
 def page(folder, title, sections):
-    os.makedirs(folder, exist_ok=True)
     text = (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{esc(title)}</title>"
             f"<style>{STYLE}</style><script>{SCRIPT}</script></head>\n<body><h1>{esc(title)}</h1>\n"
             + "\n".join(sections) + "\n</body></html>\n")
@@ -167,6 +166,7 @@ def roofline(folder, name, sol, geometry, cpu, gpu_key):
 
 def bench_page(folder, out, geometry, cpu, gpu_key):
     """DIR/index.html of a bench run's record `out`; returns its path."""
+    os.makedirs(folder, exist_ok=True)
     sols = solutions_of(out)
     names = ", ".join(sols)
     sections = [f"<p>{esc(geometry.name)} geometry on the {'CPU' if cpu else 'GPU'}; isolation: "
@@ -208,6 +208,7 @@ def bench_page(folder, out, geometry, cpu, gpu_key):
 
 def gate_page(folder, out):
     """DIR/index.html of a gate run's record `out` (ci.py's JSON); returns its path."""
+    os.makedirs(folder, exist_ok=True)
     sections = [f"<p class={'passed' if out['passed'] else 'failed'}>{esc(out['verdict'])}, exit code "
                 f"{out['exit_code']}; isolation: {esc(out['isolation'])}; {esc(out['geometry'])} geometry</p>",
                 "<h2>Checks</h2>", table(

@@ -97,6 +97,16 @@ def test_bench_report_renders_in_a_browser(bench_report, tmp_path):
     assert "shifted_frame f5x1" in dom and "reference: workloads" in dom
 
 
+def test_bench_page_of_a_timed_run_in_a_new_folder(bench_report, tmp_path):
+    """The page's own pictures (a roofline per timed solution) go into a folder it makes, maps or not."""
+    from harness import html
+    report = json.loads(json.dumps(bench_report[1]))
+    report["solutions"]["reference"]["workloads"]["f5x1"].update(median_s=0.25, spread=0.01, n=3)   # as if timed
+    index = html.bench_page(str(tmp_path / "new" / "report"), report, spec.TINY, True, None)
+    assert os.path.exists(tmp_path / "new" / "report" / "roofline-reference.png")
+    assert 'src="roofline-reference.png"' in open(index).read()
+
+
 def test_report_flags_say_what_they_need(tiny_data, tmp_path):
     p = run(tiny_data, "bench.py", "solutions/reference", "--maps")
     assert p.returncode == 2 and "--maps draws into the report: give --report DIR too" in p.stderr

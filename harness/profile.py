@@ -167,7 +167,7 @@ def bar_chart(prof, path, title, most=20):
     plt = plot.pyplot("the per-scope chart")
     ranks = prof["ranks"]
     rows = sorted(ranks[0]["scopes"], key=lambda r: -r["self_s"])[:most][::-1]
-    fig, ax = plt.subplots(figsize=(9, 0.3 * len(rows) + 1.6))
+    fig, ax = plt.subplots(figsize=(10, 0.3 * len(rows) + 1.6), layout="constrained")
     height = 0.8 / len(ranks)
     for i, r in enumerate(ranks):
         own = {row["scope"]: row["self_s"] for row in r["scopes"]}
@@ -178,7 +178,6 @@ def bar_chart(prof, path, title, most=20):
     ax.set_title(title, fontsize=9)
     if len(ranks) > 1:
         ax.legend(fontsize=7)
-    fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path

@@ -31,6 +31,17 @@ def test_json_equals_spec_work_for_every_workload(tmp_path):
         assert e["bound_s"] > 0
 
 
+def test_executed_flops_take_five_ninths_off_the_resamples():
+    """Phases execute 4 of the 9 taps per output the count credits a resample's 3x3 conv with (about 0.924 of the
+    counted FLOPs for a long clip)."""
+    for t in (1, 31, 121):
+        resample = sum(f for k, lvl, f in bounds.breakdown(t) if k == "resample 3x3 conv2d")
+        assert bounds.executed_flops(t) == pytest.approx(spec.decode_flops(t) - 5 / 9 * resample)
+    assert bounds.executed_flops(121) / spec.decode_flops(121) == pytest.approx(0.924, abs=0.001)
+    e = bounds.report("H200", spec.FULL, results={"workloads": {"f121x1": {"median_s": 3.0}}})["workloads"]["f121x1"]
+    assert e["achieved_executed_tflops"] == pytest.approx(e["executed_flops"] / 3.0 / 1e12)
+
+
 @pytest.mark.parametrize("t", [1, 2, 5, 31, 61, 121])
 def test_breakdown_sums_to_the_decode(t):
     rows = bounds.breakdown(t)

@@ -5,7 +5,9 @@
 
 Lower bound of one call = max(compute time, memory time): the decode's FLOPs (spec.work, a multiply-add counting
 2, every conv at its full kernel) divided over the world's GPUs at the dense bf16 tensor-core rate, and the bytes
-that must move (the video written, the weights read) at the HBM bandwidth. The decode is compute-bound by three
+that must move (the video written, the weights read) at the HBM bandwidth. Beside the counted FLOPs: those the
+baseline executes (Winograd, the phase fold) and the fraction of the peak they run at; and the floor of the
+impossibly-fast check, the FLOPs any exact algorithm needs (spec.floor_flops). The decode is compute-bound by three
 orders of magnitude, so the bound is the FLOPs at the peak rate. `--measure` also measures this GPU's ceilings (a
 large bf16 matmul, a device-to-device copy) and gives the bounds on those. bench.py's roofline column and ci.py's
 impossibly-fast check call `bound` from here.
@@ -25,8 +27,8 @@ LEVELS = {1: "latent (44 x 78)", 2: "2x (88 x 156)", 4: "4x (176 x 312)", 8: "8x
 
 
 def bound(workload, gpu="H200", geometry=spec.FULL, peaks=None):
-    """{"flops", "bytes", "gpus", "flops_per_gpu", "intensity", "compute_s", "memory_s", "bound_s", "binds"} of one
-    call; `peaks` ({"bf16_tflops", "hbm_tbps"}) overrides the GPU's datasheet figures."""
+    """{"flops", "bytes", "gpus", "flops_per_gpu", "intensity", "compute_s", "memory_s", "bound_s", "binds",
+    "floor_s"} of one call; `peaks` ({"bf16_tflops", "hbm_tbps"}) overrides the GPU's datasheet figures."""
     e = spec.WORKLOADS[workload]
     return bound_of(e.latent_frames, e.world, peaks or GPUS[gpu], geometry)
 
@@ -37,15 +39,19 @@ def bound_of(latent_frames, world, peaks, geometry=spec.FULL):
     per_gpu, nbytes = w["flops"] / world, w["bytes"]
     compute = per_gpu / (peaks["bf16_tflops"] * 1e12)
     memory = nbytes / (peaks["hbm_tbps"] * 1e12)
+    # What any exact algorithm needs (spec.floor_flops): the impossibly-fast check's floor, which a solution with
+    # fewer multiplies than the direct convs (Winograd, the phase fold) stays above, and a replay stays far below.
+    floor = spec.floor_flops(latent_frames, geometry) / world / (peaks["bf16_tflops"] * 1e12)
     return {"flops": w["flops"], "bytes": nbytes, "gpus": world, "flops_per_gpu": per_gpu,
             "intensity": per_gpu / nbytes, "compute_s": compute, "memory_s": memory, "bound_s": max(compute, memory),
-            "binds": "compute" if compute >= memory else "memory"}
+            "binds": "compute" if compute >= memory else "memory", "floor_s": max(floor, memory)}
 
 
-# The tiny geometry's "hardware limit" on a CPU. Its decode is overhead-bound (about 0.01 TFLOP/s on a 2-core
-# machine), so 0.5 is above any CPU's, and the floor it sets on f5 (1.2 ms) stays above a replayed result's call
-# time (a copy and the window's own overhead) even on a loaded machine.
-CPU_PEAK = {"bf16_tflops": 0.5, "hbm_tbps": 1.0}
+# The tiny geometry's "hardware limit" on a CPU. Its decode is overhead-bound (about 0.01 counted TFLOP/s on a
+# 2-core machine, 0.0006 TFLOP/s of its floor FLOPs), so 0.025 is far above any CPU's rate on the floor, and the
+# floor it sets on f5 (1.3 ms) stays above a replayed result's call time (a copy and the window's own overhead) even
+# on a loaded machine.
+CPU_PEAK = {"bf16_tflops": 0.025, "hbm_tbps": 1.0}
 
 
 def peaks_for(cpu, gpu_name):
@@ -58,25 +64,13 @@ def peaks_for(cpu, gpu_name):
 
 
 def impossible(seconds, latent_frames, world, peaks, geometry=spec.FULL):
-    """None, or why a call of `seconds` is faster than the roofline allows."""
+    """None, or why a call of `seconds` is faster than any exact algorithm could be (bound_of's floor_s)."""
     b = bound_of(latent_frames, world, peaks, geometry)
-    if seconds >= b["bound_s"]:
+    if seconds >= b["floor_s"]:
         return None
-    return (f"{seconds * 1e3:.3f} ms is below the roofline bound {b['bound_s'] * 1e3:.3f} ms "
-            f"({b['flops_per_gpu'] / 1e12:.3g} TFLOP per GPU at {peaks['bf16_tflops']:g} TFLOP/s)")
-
-
-# A resample's nearest-2x upsample and 3x3 conv equal four 2x2 convs on the low-resolution frame (the phases, as the
-# baseline runs them): 4 x 4 taps per output quad where the count credits 4 x 9.
-PHASE_SHARE = 4 / 9
-
-
-def executed_flops(latent_frames, geometry=spec.FULL):
-    """The FLOPs a dense decode executes with its resamples as phases: the counted FLOPs (spec.decode_flops) less
-    5/9 of the resamples'. The roofline plot shows achieved rates on both counts."""
-    by_weight = spec.flops_by_weight(latent_frames, geometry)
-    resample = sum(f for name, f in by_weight.items() if ".resample." in name)
-    return sum(by_weight.values()) - (1 - PHASE_SHARE) * resample
+    return (f"{seconds * 1e3:.3f} ms is below the roofline floor {b['floor_s'] * 1e3:.3f} ms (the "
+            f"{spec.floor_flops(latent_frames, geometry) / world / 1e12:.3g} TFLOP per GPU that any exact algorithm "
+            f"needs, at {peaks['bf16_tflops']:g} TFLOP/s)")
 
 
 def op_kind(name):
@@ -99,13 +93,36 @@ def op_kind(name):
 
 
 def breakdown(t, geometry=spec.FULL):
-    """[(kind, level, flops)] of one decode of t latent frames; the rows sum to spec.decode_flops(t)."""
+    """[(kind, level, counted flops, the baseline's executed flops)] of one decode of t latent frames; the rows sum
+    to spec.decode_flops(t) and to the sum of executed_by_weight(t)."""
     rows = {}
+    executed = executed_by_weight(t, geometry)
     for name, flops in spec.flops_by_weight(t, geometry).items():
         scale = 1 if name == "attention" else spec.conv_level(name, t)[1]
         key = (op_kind(name), LEVELS[scale] if geometry is spec.FULL else f"{scale}x")
-        rows[key] = rows.get(key, 0) + flops
-    return [(k, lvl, f) for (k, lvl), f in sorted(rows.items(), key=lambda kv: -kv[1])]
+        c, x = rows.get(key, (0, 0))
+        rows[key] = (c + flops, x + executed[name])
+    return [(k, lvl, c, x) for (k, lvl), (c, x) in sorted(rows.items(), key=lambda kv: -kv[1][0])]
+
+
+# What the shipped baseline executes (solutions/baseline): Winograd F(2x2,3x3) for the causal 3x3x3 convs at these
+# spatial scales (16 of 36 multiplies; its WINOGRAD_LEVELS, tests/test_bounds.py keeps the two equal), and every
+# resample as four 2x2 phase convs (4/9 of the 3x3 conv after the 2x upsample).
+BASELINE_WINOGRAD_SCALES = (1, 2, 4)
+
+
+def executed_by_weight(t, geometry=spec.FULL):
+    """spec.flops_by_weight with the baseline's algorithms: the FLOPs its convs execute."""
+    shapes = dict(spec.weight_list(geometry))
+    out = {}
+    for name, f in spec.flops_by_weight(t, geometry).items():
+        k = () if name == "attention" else tuple(shapes[name][2:])
+        if ".resample." in name:
+            f = f * 4 / 9
+        elif k == (3, 3, 3) and spec.conv_level(name, t)[1] in BASELINE_WINOGRAD_SCALES:
+            f = f * 16 / 36
+        out[name] = f
+    return out
 
 
 def measure():
@@ -162,15 +179,17 @@ def report(gpu, geometry, measured=None, results=None, peaks=None):
     res = (results or {}).get("workloads", {})
     for w in spec.WORKLOADS:
         e = bound(w, gpu, geometry, peaks=peaks)
-        e["executed_flops"] = executed_flops(spec.WORKLOADS[w].latent_frames, geometry)
+        e["executed_flops"] = sum(executed_by_weight(spec.WORKLOADS[w].latent_frames, geometry).values())
         if measured:
             e["measured_bound_s"] = bound(w, gpu, geometry, peaks=measured)["bound_s"]
         r = res.get(w) or {}
         if r.get("median_s"):
             e["achieved_s"] = r["median_s"]
             e["achieved_tflops"] = e["flops"] / r["median_s"] / 1e12
-            e["achieved_executed_tflops"] = e["executed_flops"] / r["median_s"] / 1e12
             e["fraction_of_bound"] = e["bound_s"] / r["median_s"]
+            # The rate the baseline's algorithms run at, against the tensor cores' peak.
+            e["fraction_of_executed_ceiling"] = (e["executed_flops"] / e["gpus"] / r["median_s"]
+                                                 / (out["peaks"]["bf16_tflops"] * 1e12))
             if measured:
                 e["fraction_of_measured_bound"] = e["measured_bound_s"] / r["median_s"]
         out["workloads"][w] = e
@@ -188,7 +207,7 @@ def report(gpu, geometry, measured=None, results=None, peaks=None):
 
 def plot(rep, path, title="Wan2.2 VAE decode: roofline"):
     """Log-log roofline: per-GPU arithmetic intensity against TFLOP/s per GPU, ceilings and achieved points (filled:
-    the counted FLOPs; hollow: those a decode with phase resamples executes)."""
+    the counted FLOPs; hollow: those the baseline's algorithms execute, executed_by_weight)."""
     plt = plot_module.pyplot("the roofline plot")
     fig, ax = plt.subplots(figsize=(8, 5.5))
     points = [e["intensity"] for e in rep["workloads"].values()]
@@ -211,7 +230,7 @@ def plot(rep, path, title="Wan2.2 VAE decode: roofline"):
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity per GPU (FLOP / byte)")
     ax.set_ylabel("TFLOP/s per GPU (FLOPs / time)")
-    ax.set_title(title + ("\nfilled: counted FLOPs; hollow: executed with phase resamples" if shown else ""))
+    ax.set_title(title + ("\nfilled: counted FLOPs; hollow: the baseline's executed FLOPs" if shown else ""))
     ax.legend(loc="lower right", fontsize=8)
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
@@ -222,23 +241,24 @@ def print_report(rep, console, geometry):
     from rich.table import Table
     t = Table(title=f"bounds on {rep['gpu']} ({rep['peaks']['bf16_tflops']:.0f} TFLOP/s bf16 dense, "
                     f"{rep['peaks']['hbm_tbps']} TB/s) - {geometry.name} geometry")
-    cols = ["workload", "GPUs", "PFLOP/GPU", "GB", "FLOP/B", "bound s", "binds"]
+    cols = ["workload", "GPUs", "PFLOP/GPU", "executed", "GB", "FLOP/B", "bound s", "binds"]
     measured = rep["measured"] is not None
     achieved = any("achieved_s" in e for e in rep["workloads"].values())
     if measured:
         cols.append("measured bound s")
     if achieved:
-        cols += ["achieved s", "TFLOP/s", "of bound"]
+        cols += ["achieved s", "TFLOP/s", "of bound", "executed of peak"]
     for c in cols:
         t.add_column(c, justify="left" if c in ("workload", "binds") else "right")
     for w, e in rep["workloads"].items():
-        row = [w, str(e["gpus"]), f"{e['flops_per_gpu'] / 1e15:.4f}", f"{e['bytes'] / 1e9:.2f}",
+        row = [w, str(e["gpus"]), f"{e['flops_per_gpu'] / 1e15:.4f}",
+               f"{e['executed_flops'] / e['gpus'] / 1e15:.4f}", f"{e['bytes'] / 1e9:.2f}",
                f"{e['intensity']:.0f}", f"{e['bound_s']:.4f}", e["binds"]]
         if measured:
             row.append(f"{e['measured_bound_s']:.4f}")
         if achieved:
-            row += [f"{e['achieved_s']:.4f}", f"{e['achieved_tflops']:.0f}",
-                    f"{100 * e['fraction_of_bound']:.1f}%"] if "achieved_s" in e else ["", "", ""]
+            row += [f"{e['achieved_s']:.4f}", f"{e['achieved_tflops']:.0f}", f"{100 * e['fraction_of_bound']:.1f}%",
+                    f"{100 * e['fraction_of_executed_ceiling']:.1f}%"] if "achieved_s" in e else ["", "", "", ""]
         t.add_row(*row)
     console.print(t)
     o = rep["objective"]
@@ -254,11 +274,12 @@ def print_report(rep, console, geometry):
                       f"{m['hbm_tbps']:.2f} TB/s device copy ({m['method']})")
     t = spec.CLIPS["f481"]["latent_frames"]
     total = spec.decode_flops(t, geometry)
-    bt = Table(title=f"where the FLOPs are: one decode of f481 ({t} latent frames, {total / 1e15:.3f} PFLOP)")
-    for c in ("op", "level", "PFLOP", "share"):
-        bt.add_column(c, justify="right" if c in ("PFLOP", "share") else "left")
-    for kind, level, f in breakdown(t, geometry):
-        bt.add_row(kind, level, f"{f / 1e15:.4f}", f"{100 * f / total:.1f}%")
+    bt = Table(title=f"where the FLOPs are: one decode of f481 ({t} latent frames, {total / 1e15:.3f} PFLOP; "
+                     f"executed: by the baseline's algorithms)")
+    for c in ("op", "level", "PFLOP", "share", "executed PFLOP"):
+        bt.add_column(c, justify="left" if c in ("op", "level") else "right")
+    for kind, level, f, x in breakdown(t, geometry):
+        bt.add_row(kind, level, f"{f / 1e15:.4f}", f"{100 * f / total:.1f}%", f"{x / 1e15:.4f}")
     console.print(bt)
 
 

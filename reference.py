@@ -197,24 +197,33 @@ def up_block(x, W, i, caches, first, geometry):
     return x
 
 
-def decoder(x, W, caches, first, geometry):
-    """One latent frame (B, z, 1, h, w) -> decoder output (B, 12, 1 or 4, 8h, 8w); updates `caches`."""
+def _whole(x, stage):
+    return x
+
+
+def decoder(x, W, caches, first, geometry, cut=_whole):
+    """One latent frame (B, z, 1, h, w) -> decoder output (B, 12, 1 or 4, 8h, 8w); updates `caches`.
+
+    `cut(x, stage)` may narrow the activations between stages (data/bands.py decodes a band of the video so): stage 0
+    is after the attention, 1 to 4 before up block 0 to 3, 5 before norm_out, 6 after conv_out."""
     with scope("decoder/conv_in"):
         x, caches["decoder.conv_in"] = causal_conv3d(x, W["decoder.conv_in.weight"], W["decoder.conv_in.bias"],
                                                      caches.get("decoder.conv_in"))
     with scope("decoder/mid_block"):
         x = residual_block(x, W, "decoder.mid_block.resnets.0", caches)
         x = attention_block(x, W, "decoder.mid_block.attentions.0")
+        x = cut(x, 0)
         x = residual_block(x, W, "decoder.mid_block.resnets.1", caches)
     for i in range(4):
         with scope(f"decoder/up_blocks.{i}"):
-            x = up_block(x, W, i, caches, first, geometry)
+            x = up_block(cut(x, i + 1), W, i, caches, first, geometry)
+    x = cut(x, 5)
     with scope("decoder/norm_out"):
         x = F.silu(rms_norm(x, W["decoder.norm_out.gamma"]))
     with scope("decoder/conv_out"):
         x, caches["decoder.conv_out"] = causal_conv3d(x, W["decoder.conv_out.weight"], W["decoder.conv_out.bias"],
                                                       caches.get("decoder.conv_out"))
-    return x
+    return cut(x, 6)
 
 
 def unpatchify(x):
@@ -235,17 +244,20 @@ def named_weights(weights, z):
     return {name: t for (name, _), t in zip(spec.weight_list(g), weights)}, g
 
 
-def decode(z, weights, out=None, progress=None):
+def decode(z, weights, out=None, progress=None, cut=None):
     """Latents z (B, C, T, h, w) -> video (B, 3, 4T-3, 16h, 16w) in [-1, 1], in z's dtype.
 
     Frames go straight into `out` (allocated when not given), so no growing concatenation holds two copies of the
-    video. `progress(i, T)` is called after each latent frame."""
+    video. `progress(i, T)` is called after each latent frame. With `cut` (see decoder) `out` is the caller's, of the
+    shape that the cut leaves."""
     W, g = named_weights(weights, z)
     b, _, t, h, w = z.shape
     shape = (b, 3, spec.frames(t), 16 * h, 16 * w)
     if out is None:
+        if cut is not None:
+            raise ValueError("a cut decode writes into the caller's out")
         out = torch.empty(shape, dtype=z.dtype, device=z.device)
-    elif tuple(out.shape) != shape:
+    elif cut is None and tuple(out.shape) != shape:
         raise ValueError(f"out is {list(out.shape)}, expected {list(shape)}")
     with scope("post_quant_conv"):
         x, _ = causal_conv3d(z, W["post_quant_conv.weight"], W["post_quant_conv.bias"], None)  # all frames at once
@@ -253,7 +265,7 @@ def decode(z, weights, out=None, progress=None):
     done = 0
     for i in range(t):
         with scope("decoder"):
-            y = decoder(x[:, :, i:i + 1], W, caches, i == 0, g)
+            y = decoder(x[:, :, i:i + 1], W, caches, i == 0, g, cut or _whole)
         n = y.shape[2]
         with scope("unpatchify"):
             out[:, :, done:done + n] = torch.clamp(unpatchify(y), min=-1.0, max=1.0)
@@ -271,10 +283,10 @@ def decode_bf16(z, weights, out=None, progress=None):
         return decode(z, weights, out, progress)
 
 
-def decode_fp32(z, weights, out=None, progress=None):
+def decode_fp32(z, weights, out=None, progress=None, cut=None):
     """The task's fp32 decode: fp32 latents and weights, TF32 off."""
     with fp32_exact():
-        return decode(z.float(), [w.float() for w in weights], out, progress)
+        return decode(z.float(), [w.float() for w in weights], out, progress, cut)
 
 
 # The reference as a solution: rank 0 computes the release's bf16 decode into out, other ranks have nothing to do.

@@ -357,6 +357,15 @@ def decode_flops(t, geometry=FULL):
     return sum(flops_by_weight(t, geometry).values())
 
 
+def floor_flops(t, geometry=FULL):
+    """The FLOPs below which no exact decode of t latent frames goes: each conv at one multiply-add per input
+    channel, output channel and output position (its count over the kernel's taps: the limit of Winograd-type
+    algorithms as their tiles grow; 1/27 of a 3x3x3 conv), the attention's products in full."""
+    shapes = dict(weight_list(geometry))
+    return sum(f if name == "attention" else f / math.prod(shapes[name][2:])
+               for name, f in flops_by_weight(t, geometry).items())
+
+
 def work_of(latent_frames, world, geometry=FULL):
     """{"flops", "bytes", "gpus"} of decoding any latents of `latent_frames` frames on `world` GPUs: the decode's
     FLOPs (spread over the GPUs), and the bytes that must move: the video written (bf16) and the weights read (bf16)."""

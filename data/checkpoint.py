@@ -59,14 +59,29 @@ def find(path):
     return path
 
 
-def _torch_load(path):
+def _unreadable(path, kind, expected):
+    """The one-line error for a file that its reader refused (the reader's own text left out)."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if size == 0:
+        what = "an empty file"
+    elif kind == "torch":
+        what = "a truncated or damaged zip archive" if head.startswith(b"PK") else "not a zip archive"
+    else:
+        what = "a truncated or damaged file"
+    return ValueError(f"{path}: unreadable as a {kind} file ({what}, {size} bytes); expected {expected}")
+
+
+def _torch_load(path, expected):
     try:
         return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception:  # mmap needs the zip format: try again without
-        try:
-            return torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as e:
-            raise ValueError(f"cannot read {path}: {e}") from e
+        pass
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:
+        raise _unreadable(path, "torch", expected) from None
 
 
 def load(path, geometry=spec.FULL):
@@ -77,11 +92,11 @@ def load(path, geometry=spec.FULL):
         try:
             with safe_open(path, framework="pt") as f:
                 state = {k: f.get_tensor(k) for k in f.keys() if k.startswith(("post_quant_conv.", "decoder."))}
-        except Exception as e:
-            raise ValueError(f"cannot read {path}: {e}") from e
+        except Exception:
+            raise _unreadable(path, "safetensors", "diffusers' AutoencoderKLWan weights") from None
         key = str
     else:
-        state = _torch_load(path)
+        state = _torch_load(path, "the original Wan2.2 VAE's state dict (Wan2.2_VAE.pth)")
         if isinstance(state, dict) and isinstance(state.get("state_dict"), dict):
             state = state["state_dict"]
         if not isinstance(state, dict):
@@ -104,9 +119,9 @@ def check_latents(path, geometry=spec.FULL):
     """Raise ValueError naming `path` unless it holds {"latents": fp32 [1, C, >= SOURCE_FRAMES, h, w]}."""
     if not os.path.isfile(path):
         raise ValueError(f"{path}: no such latents file")
-    obj = _torch_load(path)
-    z = obj.get("latents") if isinstance(obj, dict) else None
     c, (h, w) = geometry.latent_channels, geometry.latent_hw
+    obj = _torch_load(path, f"{{'latents': fp32 [1, {c}, >= {spec.SOURCE_FRAMES}, {h}, {w}]}} written by torch.save")
+    z = obj.get("latents") if isinstance(obj, dict) else None
     if not isinstance(z, torch.Tensor) or z.dtype != torch.float32 or z.dim() != 5 or tuple(z.shape[:2]) != (1, c) \
             or tuple(z.shape[3:]) != (h, w) or z.shape[2] < spec.SOURCE_FRAMES:
         got = f"{z.dtype} {list(z.shape)}" if isinstance(z, torch.Tensor) else type(z).__name__

@@ -1,26 +1,24 @@
-"""The reference decodes: per source clip, one fp32 decode (TF32 off) and one bf16 decode, to the longest clip that
-is needed; every shorter clip of that source is a prefix of them (the decoder is causal).
+"""What the data maker's tasks do (data/tasks.py): a band of a source's fp32 decode (TF32 off; data/bands.py) or its
+release bf16 decode, written into the source's scratch video files; then, once a source's decodes are all done, its
+refs and calibration entries ("finish").
 
-For each clip the fp32 video rounded to fp16 is written as ref_<clip>.pt, and the release's bf16 decode is compared
-with that stored reference (in fp32, over frame chunks, on the decode's device) for calibration.json. A decode's
-time for a clip is its elapsed time when latent frame T of that clip was done.
+Every shorter clip of a source is a prefix of its decode (the decoder is causal). For each clip the fp32 video
+rounded to fp16 is written as ref_<clip>.pt, and the release's bf16 decode is compared with that stored reference (in
+fp32, over frame chunks) for calibration.json. A decode's time for a clip is its elapsed time when latent frame T of
+that clip was done, summed over the fp32 decode's bands (the device time one GPU would have spent on them).
 
-On GPUs each visible GPU runs one worker process (spawned); sources go out longest first, each to the least loaded
-GPU (with two GPUs: f481's source on one, the other two on the other). Workers write the refs themselves and send
-progress, ref hashes and calibration entries to the parent through a queue. On the CPU the same work runs
-in-process, one source after another. Messages: ("progress", source, kind, i, T), ("ref", clip, {"size", "sha256"}),
-("calibration", source, {clip: entry}).
+Messages a task sends: ("progress", task id, latent frames done), ("ref", clip, {"size", "sha256"}), ("calibration",
+source, {clip: entry}).
 """
 import math
 import os
-import queue as queue_module
 import time
 
 import torch
 
 import reference
 import spec
-from data import checkpoint, store
+from data import bands, checkpoint, store
 
 CHUNK_FRAMES = 16
 
@@ -36,13 +34,18 @@ def load_weights32(weights_from, geometry):
     return [w.float() for w in weights]
 
 
+def video_shape(latent_frames, geometry):
+    return (1, 3, spec.frames(latent_frames), *geometry.video_hw)
+
+
 def compare(ref, video, ends):
-    """{end: figures} of `video` (the bf16 decode) against `ref` (the stored fp16 reference) over frames [0, end)."""
+    """{end: figures} of `video` (the bf16 decode) against `ref` rounded to fp16 (the stored reference) over frames
+    [0, end)."""
     n = abs_sum = sq_sum = ref_sum = ref_sq = 0.0
     max_abs, clamped, start, out = 0.0, 0, 0, {}
     for end in sorted(set(ends)):
         for s in range(start, end, CHUNK_FRAMES):
-            r = ref[:, :, s:min(s + CHUNK_FRAMES, end)].float()
+            r = ref[:, :, s:min(s + CHUNK_FRAMES, end)].to(torch.float16).float()
             d = video[:, :, s:min(s + CHUNK_FRAMES, end)].float() - r
             n += d.numel()
             abs_sum += d.abs().sum(dtype=torch.float64).item()
@@ -59,100 +62,61 @@ def compare(ref, video, ends):
     return out
 
 
-def decode_source(job, z, weights32, weights16, root, send):
-    """Both decodes of job["source"]'s first job["latent_frames"] latent frames (z: [1, C, >= T, h, w] on the
-    device), then its clips' refs and calibration entries (job["clips"]: {clip: T})."""
-    source, t, clips = job["source"], job["latent_frames"], job["clips"]
-    z = z[:, :, :t].float().contiguous()
-    shape = (1, 3, spec.frames(t), 16 * z.shape[3], 16 * z.shape[4])
+def run(task, device, context, state, send):
+    """Run one task on `device` (a worker's; `state` keeps the worker's weights from task to task). context:
+    {"weights_from": load_weights32's argument, "geometry"}. Returns {"times": elapsed s after each latent frame,
+    "peak": the device's peak bytes or None} for a decode."""
+    g = context["geometry"]
+    if task.kind == "finish":
+        finish(task, g, send)
+        return {}
+    if "weights32" not in state:
+        state["weights32"] = [w.to(device) for w in load_weights32(context["weights_from"], g)]
+        state["weights16"] = [w.to(torch.bfloat16) for w in state["weights32"]]
+    t = task.latent_frames
+    z = torch.load(task.latents, map_location="cpu", weights_only=True, mmap=True)["latents"]
+    z = z[:, :, :t].to(device=device, dtype=torch.float32).contiguous()
+    cuda = device.type == "cuda"
+    times, start = [0.0] * (t + 1), time.perf_counter()
 
-    def timed(kind):
-        times, start = [0.0] * (t + 1), time.perf_counter()
-
-        def progress(i, total):
-            if z.device.type == "cuda":
-                torch.cuda.synchronize(z.device)
-            times[i] = time.perf_counter() - start
-            send(("progress", source, kind, i, total))
-        return times, progress
-
-    cuda = z.device.type == "cuda"
-
-    def peak():
-        return torch.cuda.max_memory_allocated(z.device) if cuda else None
+    def progress(i, total):
+        if cuda:
+            torch.cuda.synchronize(device)
+        times[i] = time.perf_counter() - start
+        send(("progress", task.id, i))
 
     if cuda:
-        torch.cuda.reset_peak_memory_stats(z.device)
-    video = torch.empty(shape, dtype=torch.float32, device=z.device)
-    times32, progress = timed("fp32")
-    reference.decode_fp32(z, weights32, out=video, progress=progress)
-    peak32 = peak()   # everything: both weight sets, z, the fp32 video and the decode's own memory
-    ref = video.to(torch.float16)
-    del video
-    if cuda:
-        torch.cuda.reset_peak_memory_stats(z.device)
-    video = torch.empty(shape, dtype=torch.bfloat16, device=z.device)
-    times16, progress = timed("bf16")
-    reference.decode_bf16(z, weights16, out=video, progress=progress)
-    peak16 = peak()
-    figures = compare(ref, video, [spec.frames(n) for n in clips.values()])
-    del video
-    ref = ref.cpu()
-    for clip, n in clips.items():
-        path = os.path.join(root, f"ref_{clip}.pt")
-        store.save_torch({"video": ref[:, :, :spec.frames(n)].contiguous(), "source": source, "latent_frames": n}, path)
+        torch.cuda.reset_peak_memory_stats(device)
+    if task.kind == "fp32":
+        video = store.mapped(task.video, video_shape(t, g), torch.float32)
+        bands.decode(z, state["weights32"], task.band, task.band.of(video), progress)
+    else:
+        video = store.mapped(task.video, video_shape(t, g), torch.bfloat16)
+        reference.decode_bf16(z, state["weights16"], out=video, progress=progress)
+    return {"times": times, "peak": torch.cuda.max_memory_allocated(device) if cuda else None}
+
+
+def finish(task, geometry, send):
+    """A source's refs and calibration entries from its decodes' scratch files, which it then removes. task.extra:
+    {"root", "clips": {clip: T}, "fp32", "bf16": the scratch files, "fp32_runs": the fp32 bands' run() results,
+    "bf16_run"}."""
+    x, source = task.extra, task.source
+    shape = video_shape(task.latent_frames, geometry)
+    ref = store.mapped(x["fp32"], shape, torch.float32)
+    video = store.mapped(x["bf16"], shape, torch.bfloat16)
+    figures = compare(ref, video, [spec.frames(n) for n in x["clips"].values()])
+    for clip, n in x["clips"].items():
+        path = os.path.join(x["root"], f"ref_{clip}.pt")
+        video16 = ref[:, :, :spec.frames(n)].to(torch.float16)
+        store.save_torch({"video": video16, "source": source, "latent_frames": n}, path)
         send(("ref", clip, store.describe(path)))
-    send(("calibration", source, {clip: {"source": source, "latent_frames": n, **figures[spec.frames(n)],
-                                         "fp32_decode_s": times32[n], "bf16_decode_s": times16[n],
-                                         "source_fp32_peak_bytes": peak32, "source_bf16_peak_bytes": peak16}
-                                  for clip, n in clips.items()}))
-
-
-def assign(jobs, n):
-    """Jobs over n workers, longest first, each to the least loaded worker (work ~ latent frames)."""
-    plan, load = [[] for _ in range(n)], [0] * n
-    for job in sorted(jobs, key=lambda j: -j["latent_frames"]):
-        k = load.index(min(load))
-        plan[k].append(job)
-        load[k] += job["latent_frames"]
-    return plan
-
-
-def _run_jobs(jobs, device, weights_from, geometry, root, send):
-    weights32 = [w.to(device) for w in load_weights32(weights_from, geometry)]
-    weights16 = [w.to(torch.bfloat16) for w in weights32]
-    for job in jobs:
-        path = os.path.join(root, f"latents_{job['source']}.pt")
-        z = torch.load(path, map_location="cpu", weights_only=True, mmap=True)["latents"]
-        decode_source(job, z[:, :, :job["latent_frames"]].to(device), weights32, weights16, root, send)
-
-
-def _worker(rank, plan, weights_from, geometry, root, queue):
-    torch.cuda.set_device(rank)
-    _run_jobs(plan[rank], torch.device("cuda", rank), weights_from, geometry, root, queue.put)
-
-
-def run(jobs, weights_from, geometry, root, handle, device):
-    """Every job's decodes on `device` ("cpu": in this process; "cuda": one worker per visible GPU), passing each
-    message to handle()."""
-    if device == "cpu":
-        _run_jobs(sorted(jobs, key=lambda j: -j["latent_frames"]), torch.device("cpu"), weights_from, geometry, root,
-                  handle)
-        return
-    import torch.multiprocessing as mp
-    plan = [p for p in assign(jobs, torch.cuda.device_count()) if p]
-    queue = mp.get_context("spawn").Queue()
-    workers = mp.spawn(_worker, args=(plan, weights_from, geometry, root, queue), nprocs=len(plan), join=False)
-    done = False
-    while not done:
-        try:
-            handle(queue.get(timeout=0.2))
-            continue
-        except queue_module.Empty:
-            pass
-        done = workers.join(timeout=0)  # raises with the worker's traceback when one failed
-    while True:
-        try:
-            handle(queue.get_nowait())
-        except queue_module.Empty:
-            break
+    del ref, video
+    for path in (x["fp32"], x["bf16"]):
+        os.unlink(path)
+    runs, bf16 = x["fp32_runs"], x["bf16_run"]
+    peaks = [r["peak"] for r in runs if r["peak"] is not None]
+    send(("calibration", source, {clip: {
+        "source": source, "latent_frames": n, **figures[spec.frames(n)],
+        "fp32_decode_s": sum(r["times"][n] for r in runs), "bf16_decode_s": bf16["times"][n], "fp32_bands": len(runs),
+        "source_fp32_peak_bytes": max(peaks) if peaks else None, "source_bf16_peak_bytes": bf16["peak"]}
+        for clip, n in x["clips"].items()}))

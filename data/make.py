@@ -1,5 +1,5 @@
 """Make the task's data set: python -m data.make [--tiny] [--clips f121,f241] [--seed N] [--checkpoint PATH]
-[--latents DIR] [--force]
+[--latents DIR] [--force]; or check the decode's band split on this machine: python -m data.make --check [--tiny]
 
 Writes into spec.data_dir(geometry) ($DATA, default /data; the tiny geometry's in $DATA/tiny) what spec's loaders
 read: decoder_weights_bf16.pt and weight_names.json, latents_<source>.pt per source, ref_<clip>.pt per clip (the fp32
@@ -14,8 +14,12 @@ Design:
   --checkpoint imports real decoder weights and --latents real latents (data/checkpoint.py); a new source's
   synthetic latents then use the folder's recorded seed, or a new secret one if it has none.
 - A clip needs the shorter clips of its source too, and each source is decoded once, in fp32 and in bf16, to the
-  longest clip needed (data/decode.py): on every visible GPU (one worker each) for the full geometry, in-process on
-  the CPU for the tiny one.
+  longest clip needed (data/decode.py). For the full geometry every visible GPU runs a worker (a process), and each
+  source's fp32 decode may be split into bands of columns (data/bands.py: exact, each with the halo of its receptive
+  field) so that the decodes keep every GPU busy to the end (data/tasks.py); the tiny geometry decodes on the CPU, in
+  this process, whole. One progress display shows the whole set's work, counted in FLOPs, and its remaining time.
+- A checkpoint or latents file that cannot be read or has the wrong tensors is reported in one line naming the file
+  and what was expected, before anything in the data folder changes.
 - manifest.json records each file's size, sha256 and recipe (data/store.py). A rerun skips what is up to date,
   remakes what is missing, corrupt or made from another recipe, and removes refs that the new weights or latents
   leave stale. Without --seed, --checkpoint or --latents a rerun keeps the data set's own recipe (its recorded seed,
@@ -35,13 +39,11 @@ import sys
 import time
 
 import torch
-from rich import box
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-from rich.table import Table
 
 import spec
-from data import checkpoint as ckpt, decode, store, synth
+from data import check, checkpoint as ckpt, refs, store, synth
+from data.display import Display
 
 
 class DataDirError(ValueError):
@@ -102,49 +104,6 @@ def _present(root, geometry, clips):
     return True
 
 
-class Display:
-    """Notes, a rich progress bar per decode, and the summary table."""
-
-    def __init__(self, console=None, bars=True):
-        self.console = console or Console()
-        self.progress = Progress(TextColumn("{task.description:<24}"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("latent frames"), TimeElapsedColumn(), TimeRemainingColumn(),
-                                 console=self.console) if bars else None
-        self.tasks = {}
-
-    def note(self, text):
-        self.console.print(text, markup=False, highlight=False, soft_wrap=True)
-
-    def add(self, key, total):
-        if self.progress is not None:
-            if not self.tasks:
-                self.progress.start()
-            self.tasks[key] = self.progress.add_task(f"{key[0]} {key[1]}", total=total)
-
-    def update(self, key, done):
-        if key in self.tasks:
-            self.progress.update(self.tasks[key], completed=done)
-
-    def stop(self):
-        if self.tasks:
-            self.progress.stop()
-            self.tasks = {}
-
-    def summary(self, calibration, clips):
-        table = Table(title="the release's bf16 decode against the fp32 reference", box=box.SIMPLE_HEAD,
-                      padding=(0, 1), pad_edge=False, collapse_padding=True)
-        for col in ("clip", "T", "frames", "PSNR dB", "max|d|", "rms d", "std", "clamp %", "fp32 s", "bf16 s"):
-            table.add_column(col, justify="left" if col == "clip" else "right", no_wrap=True)
-        for c in clips:
-            e = calibration.get(c)
-            if e is not None:
-                table.add_row(c, str(e["latent_frames"]), str(spec.frames(e["latent_frames"])),
-                              f"{e['bf16_psnr_db']:.2f}", f"{e['bf16_max_abs']:.4f}", f"{e['bf16_rms']:.2e}",
-                              f"{e['video_std']:.3f}", f"{100 * e['clamped_fraction']:.3f}",
-                              f"{e['fp32_decode_s']:.2f}", f"{e['bf16_decode_s']:.2f}")
-        self.console.print(table)
-
-
 def _prepare(root):
     try:
         os.makedirs(root, exist_ok=True)
@@ -176,6 +135,7 @@ class _Maker:
         self.root = spec.data_dir(geometry)
         self.manifest = store.Manifest(self.root, geometry)
         self.verified = set()  # checkpoint files hashed in this make
+        self.loaded = None     # the --checkpoint's fp32 weights, when they are new to the folder
         if self.manifest.problem:
             out.note(self.manifest.problem)
 
@@ -223,6 +183,8 @@ class _Maker:
             path = ckpt.find(checkpoint)
             weights = ({"kind": "checkpoint", "sha256": store.sha256(path)}, os.path.abspath(path))
             self.verified.add(weights[1])
+            if m.recipe(spec.WEIGHTS_FILE) != store.recipe(self.geometry, weights=weights[0]):
+                self.loaded = ckpt.load(path, self.geometry)   # read (and checked) before anything is written
         elif seed is None and old is not None and isinstance(old.get("recipe"), dict):
             weights = (old["recipe"]["weights"], old.get("from"))
         else:
@@ -256,7 +218,7 @@ class _Maker:
             if origin["kind"] == "synthetic":
                 w32 = synth.weights(g, origin["seed"])
             else:
-                w32 = ckpt.load(self.checkpoint_file(origin, source_path), g)
+                w32 = self.loaded or ckpt.load(self.checkpoint_file(origin, source_path), g)
             store.save_torch([w.to(torch.bfloat16).contiguous() for w in w32], path)
             self.manifest.record(name, store.recipe(g, weights=origin),
                                  **({"from": source_path} if source_path else {}))
@@ -322,10 +284,12 @@ class _Maker:
 
 
 def make(clips=None, geometry=spec.FULL, *, seed=None, checkpoint=None, latents=None, force=False, progress=True,
-         console=None):
+         console=None, devices=None, bands=None):
     """Make the data that `clips` (default: all) need in spec.data_dir(geometry); return calibration.json's
     entries of those clips. seed/checkpoint/latents: the recipe (None: the folder's own; for a new data set synthetic
-    data from a secret seed, recorded in its manifest.json only)."""
+    data from a secret seed, recorded in its manifest.json only). devices: the workers' (default: every visible GPU
+    for the full geometry, else one CPU worker; several CPU devices are simulated workers); bands: every source's fp32
+    decode in this many bands (default: tasks.plan's choice)."""
     start = time.perf_counter()
     out = Display(console, progress)
     g, need = geometry, expand(clips)
@@ -365,28 +329,20 @@ def make(clips=None, geometry=spec.FULL, *, seed=None, checkpoint=None, latents=
             out.note(f"decoding {s} to {t} latent frames for {', '.join(clips_s)} (all their refs are rewritten)")
             jobs.append({"source": s, "latent_frames": t, "clips": clips_s})
 
-        def handle(msg):
-            if msg[0] == "progress":
-                out.update(msg[1:3], msg[3])
-            elif msg[0] == "ref":
-                mk.manifest.record(f"ref_{msg[1]}.pt", want[msg[1]], msg[2])
-                out.note(f"wrote ref_{msg[1]}.pt")
-            elif msg[0] == "calibration":
-                entries.update(msg[2])
-                recipes.update({c: want[c] for c in msg[2]})
-                mk.save_calibration(entries, recipes)
+        def on_ref(clip, described):
+            mk.manifest.record(f"ref_{clip}.pt", want[clip], described)
+            out.note(f"wrote ref_{clip}.pt")
+
+        def on_calibration(new):
+            entries.update(new)
+            recipes.update({c: want[c] for c in new})
+            mk.save_calibration(entries, recipes)
 
         if jobs:
-            device = "cuda" if g.name == "full" and torch.cuda.is_available() else "cpu"
-            if device == "cpu" and g.name == "full":
+            devices = refs.devices(g, devices)
+            if devices[0].type == "cpu" and g.name == "full":
                 out.note("no GPU: the full geometry's fp32 decodes on the CPU will take hours")
-            for job in jobs:
-                for kind in ("fp32", "bf16"):
-                    out.add((job["source"], kind), job["latent_frames"])
-            try:
-                decode.run(jobs, mk.weights_for_refs(w_origin, w_path), g, root, handle, device)
-            finally:
-                out.stop()
+            refs.make(jobs, g, root, mk.weights_for_refs(w_origin, w_path), devices, bands, out, on_ref, on_calibration)
         mk.drop_stale_refs(entries, recipes)
         out.summary(entries, need)
         out.note(f"wall time {time.perf_counter() - start:.1f} s: {', '.join(need)} in {root} ({g.name} geometry)")
@@ -411,7 +367,12 @@ def main(argv=None):
                                         "original Wan2.2_VAE.pth")
     p.add_argument("--latents", help="a folder of latents_<source>.pt files to use")
     p.add_argument("--force", action="store_true", help="remake every file that the clips need")
+    p.add_argument("--check", action="store_true", help="instead of making data: decode a short synthetic clip whole "
+                                                        "and in bands over every GPU (the tiny geometry on the CPU "
+                                                        "without one) and compare them (data/check.py)")
     a = p.parse_args(argv)
+    if a.check:
+        return _check(a.tiny)
     clips = [c for c in a.clips.split(",") if c] if a.clips else None
     try:
         make(clips, spec.TINY if a.tiny else spec.FULL, seed=a.seed, checkpoint=a.checkpoint, latents=a.latents,
@@ -420,6 +381,18 @@ def main(argv=None):
         print(f"data.make: error: {e}", file=sys.stderr)
         return 1
     return 0
+
+
+def _check(tiny):
+    out = Display()
+    g = spec.TINY if tiny else spec.FULL
+    devices = refs.devices(g)
+    if devices[0].type == "cpu":
+        if g.name == "full":
+            out.note("no GPU: checking the tiny geometry on the CPU instead")
+            g = spec.TINY
+        devices = [torch.device("cpu")] * 2
+    return 0 if check.passed(check.run(g, devices, out)) else 1
 
 
 if __name__ == "__main__":

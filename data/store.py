@@ -8,6 +8,7 @@ of its latents (data/make.py): manifest.json must stay in the data folder, which
 """
 import hashlib
 import json
+import math
 import os
 import secrets
 import shutil
@@ -60,6 +61,21 @@ def copy_file(src, path):
         with open(src, "rb") as s:
             shutil.copyfileobj(s, f, 16 << 20)
     write_atomic(path, write)
+
+
+def scratch(path, shape, dtype):
+    """A new file of a video's size (zeros, sparse) for the decodes to write into through mapped(); the caller removes
+    it. Its name should start with TMP_PREFIX, so that a make after an interrupted one removes it."""
+    import torch
+    with open(path, "wb") as f:
+        f.truncate(math.prod(shape) * torch.empty((), dtype=dtype).element_size())
+    return path
+
+
+def mapped(path, shape, dtype):
+    """A scratch file as a tensor, memory-mapped and shared: writes go to the file, which every process sees."""
+    import torch
+    return torch.from_file(path, shared=True, size=math.prod(shape), dtype=dtype).view(shape)
 
 
 def sha256(path):

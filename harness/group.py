@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 
-from harness import procs
+from harness import ipc, procs
 from harness.jail import Jail
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -90,6 +90,7 @@ class Group:
         # Where ranks may write to /dev/shm (NCCL on GPUs), what they leave there goes with the group.
         shared = sandbox is not None and "/dev/shm" in sandbox.get("write", [])
         self.shm = set(os.listdir("/dev/shm")) if shared else None
+        self.sysv = ipc.snapshot()      # and the System V objects made while it ran (harness/ipc.py)
         for r in range(world):
             scratch = tempfile.mkdtemp(prefix=f"rank{r}-", dir=run.scratch)
             cmd_r, cmd_w = os.pipe()
@@ -377,6 +378,7 @@ class Group:
                 pass
         for log in self.logs:
             log.close()
+        ipc.remove_new(self.sysv)
         if self.shm is not None:
             for name in set(os.listdir("/dev/shm")) - self.shm:
                 path = os.path.join("/dev/shm", name)

@@ -173,7 +173,13 @@ TABLE = (
     Rule("state", "run() keeps nothing between calls: a result kept in a module-level variable, a global, a mutable "
                   "default argument, a function's attribute or a memo could replay an earlier call's answer",
          "keeps state between calls",
-         names=("functools.cache", "functools.lru_cache", "functools.cached_property")),
+         names=("functools.cache", "functools.lru_cache", "functools.cached_property", "sysv_ipc", "posix_ipc"),
+         # Memory that outlives the process (System V and POSIX IPC, kernel keyrings): a later process could replay.
+         cpp=(Cpp("include", re.compile(r"(^|/)(sys/ipc\.h|sys/shm\.h|sys/sem\.h|sys/msg\.h|mqueue\.h|keyutils\.h)$"),
+                  "includes an IPC header (memory that outlives the process)"),
+              Cpp("text", re.compile(calls(r"shmget|shmat|shm_open|semget|msgget|mq_open|add_key|keyctl|request_key|"
+                                           r"ftok")),
+                  "keeps memory that outlives the process (System V or POSIX IPC, a keyring)"))),
     Rule("harness-import", "solutions import spec and reference only: the harness (bench, loader, audit, ci, bounds, "
                            "data, harness, tests) is the judge, not a library", "is the harness"),
     Rule("introspection", "frames, the garbage collector and namespaces-as-dicts reach the harness's objects (the "

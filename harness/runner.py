@@ -30,15 +30,19 @@ def call_timeout(latent_frames, world, geometry, cpu, scale=1.0, first=False):
 
 
 def parity(rec, cpu):
-    """{} or a failure: the fastest repeat on the stored latents, which the solution had seen, against the fastest
-    call on latents it had not, beyond noise (a cache that keeps only the last latents hits the second of the
-    back-to-back repeats)."""
-    unseen = checks.stats(rec["samples_s"])
-    tol = max(PARITY_TOLERANCE_CPU if cpu else PARITY_TOLERANCE, 2 * unseen["spread"])
-    if min(rec["repeat_s"]) * (1 + tol) < unseen["min_s"]:
+    """{} or a failure: the fastest call on the stored latents (the timed one, which another process of the solution
+    could have seen, and the repeats, which this one had) against the fastest timed call on fresh latents, beyond
+    noise (a cache that keeps only the last latents hits the second of the back-to-back repeats)."""
+    timed = [c for c in rec["calls"] if not c.get("warmup") and c.get("time_s") is not None]
+    if not any(c.get("inputs") == "fresh" for c in timed):
+        return {}
+    fresh = checks.stats([c["time_s"] for c in timed if c.get("inputs") == "fresh"])
+    seen = rec["repeat_s"] + [c["time_s"] for c in timed if c.get("inputs") == "stored"]
+    tol = max(PARITY_TOLERANCE_CPU if cpu else PARITY_TOLERANCE, 2 * fresh["spread"])
+    if min(seen) * (1 + tol) < fresh["min_s"]:
         return {"status": "tampering", "passed": False,
-                "reason": f"faster on repeated inputs: {min(rec['repeat_s']):.4g} s on latents it had seen, at least "
-                          f"{unseen['min_s']:.4g} s on unseen ones (more than {100 * tol:.0f}% apart)"}
+                "reason": f"faster on repeated inputs: {min(seen):.4g} s on the stored latents, at least "
+                          f"{fresh['min_s']:.4g} s on fresh ones (more than {100 * tol:.0f}% apart)"}
     return {}
 
 

@@ -18,7 +18,7 @@ import torch
 
 import reference
 import spec
-from data import checkpoint, decode, make, store, synth
+from data import checkpoint, make, store, synth
 
 G = spec.TINY
 
@@ -376,15 +376,6 @@ def test_clips_expand_to_the_shorter_clips_of_their_source():
     assert make.expand(None) == list(spec.CLIPS)
     with pytest.raises(ValueError, match="f9"):
         make.expand(["f9"])
-
-
-def test_sources_go_to_gpus_longest_first():
-    jobs = [{"source": spec.CLIPS[c]["source"], "latent_frames": spec.CLIPS[c]["latent_frames"]}
-            for c in ("f121", "f241", "f481")]
-    sources = lambda plan: [[j["source"] for j in p] for p in plan]  # noqa: E731
-    assert sources(decode.assign(jobs, 1)) == [["row_000090", "row_000129", "row_000168"]]
-    assert sources(decode.assign(jobs, 2)) == [["row_000090"], ["row_000129", "row_000168"]]
-    assert sources(decode.assign(jobs, 4)) == [["row_000090"], ["row_000129"], ["row_000168"], []]
 
 
 # --- real checkpoints and latents ---------------------------------------------------------------------------------

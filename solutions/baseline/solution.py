@@ -10,9 +10,11 @@ another way:
   4/9 of the FLOPs), one cuDNN call with 4 x C outputs; `kernels.shuffle` puts them back on the 2x grid together
   with the bias and the DupUp shortcut. The time conv runs as two convs (one per output frame), so its frame
   interleave is only where `shuffle` writes.
+- The causal 3x3x3 convs at the three lower levels (WINOGRAD_LEVELS) run as Winograd F(2x2,3x3) (winograd.py):
+  4/9 of the multiplies, fp16 operands, cuBLAS for the products; cuDNN's direct conv stays at the 8x level.
 - conv_out's bias, unpatchify and the clamp are one kernel writing into `out`.
 - `prepare` lays the weights out once: channels-last, the phase weights (summed in fp32, rounded once), the time
-  conv's halves.
+  conv's halves, the Winograd weights.
 
 Several ranks: every rank decodes a band of rows at every level (bands.py); each spatial conv's input buffer has a
 halo row above and below, filled from the neighbours, so only the columns are padded; the mid block's attention
@@ -30,6 +32,7 @@ from reference import CACHE_T, scope
 
 from . import bands
 from . import kernels
+from . import winograd
 
 # Latent frames per decoder pass after the first, per GPU of the world. More would speed the 44 x 78 convs a little
 # (3% of the FLOPs) but grows every level's activations, and with 1 f481x1 already peaks near the 10 GiB target
@@ -40,6 +43,19 @@ CHUNK = 1
 CL3 = torch.channels_last_3d
 CL2 = torch.channels_last
 MIN_CUDNN = 91500                      # older cuDNN disables or breaks bf16 conv3d
+# The levels (spatial upsamples so far) whose causal 3x3x3 convs run as Winograd F(2x2,3x3) (winograd.py); cuDNN's
+# direct conv stays faster at the 8x level (docs/perf-notes.md, "Winograd").
+WINOGRAD_LEVELS = (0, 1, 2)
+
+
+def winograd_convs(geometry):
+    """Names of the causal 3x3x3 convs at WINOGRAD_LEVELS."""
+    out = ["decoder.conv_in"] + [f"decoder.mid_block.resnets.{j}.conv{k}" for j in (0, 1) for k in (1, 2)]
+    for i in range(len(geometry.up_blocks)):
+        if i in WINOGRAD_LEVELS:   # up block i runs at level i: one spatial upsample ends each block before it
+            out += [f"decoder.up_blocks.{i}.resnets.{j}.conv{k}" for j in range(spec.RESNETS_PER_UP_BLOCK)
+                    for k in (1, 2)]
+    return out
 
 
 def extra_names(geometry):
@@ -52,7 +68,7 @@ def extra_names(geometry):
         if temporal:
             out += [f"{u}.time_conv.weight0", f"{u}.time_conv.weight1", f"{u}.time_conv.bias0",
                     f"{u}.time_conv.bias1"]
-    return out
+    return out + [f"{name}.winograd" for name in winograd_convs(geometry)]
 
 
 def phase_weights(w):
@@ -99,6 +115,10 @@ def laid_out(weights):
         if temporal:
             w, b = W[f"{u}.time_conv.weight"], W[f"{u}.time_conv.bias"]
             out += [_layout(w[:cout]), _layout(w[cout:]), b[:cout].contiguous(), b[cout:].contiguous()]
+    for name in winograd_convs(g):
+        w = W[f"{name}.weight"]
+        # fp16 operands for bf16 weights (finer than bf16, same speed); an fp32 decode stays fp32.
+        out.append(winograd.transform_weights(w, torch.float32 if w.dtype == torch.float32 else torch.float16))
     return out
 
 
@@ -186,8 +206,11 @@ class Decoder:
         return buf, buf[:, :, CACHE_T:, p:p + h]
 
     def conv(self, key, buf, weight, bias=None):
-        """The causal conv over a filled buffer, after keep()."""
+        """The causal conv over a filled buffer, after keep(); Winograd where prepare() transformed its weights."""
         self.keep(key, buf, spatial=weight.shape[3] > 1)
+        u = self.W.get(f"{key}.winograd")
+        if u is not None:
+            return winograd.conv(buf, u, 0 if self.band is not None else 1, bias)
         return self.convolve(buf, weight, bias)
 
     def keep(self, key, buf, spatial):

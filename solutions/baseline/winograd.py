@@ -1,0 +1,242 @@
+"""Winograd F(2x2, 3x3) for the causal 3x3x3 convolutions, beside a plain PyTorch twin of the same arithmetic.
+
+A causal conv's output frame f is the sum over its three time taps dt of a 3x3 conv of input frame f + dt. Each
+2x2 block of output pixels (a tile) comes from the 4x4 input patch d around it: per channel the patch is taken to
+the Winograd domain, V = B^T d B (16 values, additions only), each weight 3x3 to U = G g G^T (once, in prepare),
+the 16 positions xi = (i, j) multiply independently, M[xi] = sum over (dt, ci) of V[xi] U[xi], and the tile is
+A^T M A. That is 16 products per tile and input channel where the direct conv has 36: 4/9 of its multiplies.
+
+The operands are fp16: the conv inputs (normalised activations, the latents) are exact in fp16, and V and U round
+8 times finer than in bf16, so the transforms add little to the direct conv's error; the products accumulate and
+M is kept in fp32 (no fp16 overflow).
+
+Three steps per conv: `_vin_kernel` writes V once per input frame (each frame serves three output frames and every
+output channel), laid out (16, B, tiles, frames, C) so that an output frame's three taps are one row of 3 C values;
+per output frame one cuBLAS batched GEMM over the 16 positions (K = 3 C) gives M; `_vout_kernel` takes M back to
+pixels with the bias. One frame's M at a time keeps the peak low.
+
+Layout: the conv's input buffer (B, C, 2 + n, rows, W) and its output (B, Co, n, H, W) are channels-last, as in
+solution.py. `pad_rows` is 1 where the buffer has no halo rows (zeros above and below), 0 where it has them.
+"""
+import torch
+import torch.nn.functional as F
+
+from .kernels import INTERPRET, triton, use_triton
+
+if triton is not None:
+    import triton.language as tl
+
+# V of at most this many bytes at a time (bands of tile rows): up block 2's first conv would otherwise hold 2.7 GB.
+V_BYTES = 768 << 20
+
+# F(2x2, 3x3): the transforms of Lavin & Gray (2015).
+BT = torch.tensor([[1., 0., -1., 0.], [0., 1., 1., 0.], [0., -1., 1., 0.], [0., 1., 0., -1.]])
+G = torch.tensor([[1., 0., 0.], [.5, .5, .5], [.5, -.5, .5], [0., 0., 1.]])
+AT = torch.tensor([[1., 1., 1., 0.], [0., 1., -1., -1.]])
+
+
+def transform_weights(w, dtype=torch.float16):
+    """(Co, Ci, 3, 3, 3) conv weights -> U (16, 3 * Ci, Co): U[4i + j, dt * Ci + ci, co] = (G g G^T)[i, j] of
+    g = w[co, ci, dt]; computed in fp32, rounded once."""
+    co, ci = w.shape[:2]
+    g = G.to(w.device)
+    u = torch.einsum("ia,octab,jb->ijtco", g, w.float(), g)        # (4, 4, 3, Ci, Co)
+    return u.reshape(16, 3 * ci, co).to(dtype).contiguous()
+
+
+def conv_torch(buf, u, pad_rows, bias=None, out=None):
+    """The twin: conv() with PyTorch's ops in place of the two kernels (the same operand rounding, fp32 sums)."""
+    return conv(buf, u, pad_rows, bias, out, kernels=False)
+
+
+if triton is not None:
+    @triton.jit
+    def _e(base, xy, xx, ry0, ry1, S1, col, ci, rows, W, cmask, tmask):
+        """One patch column of B^T d for BM tiles and BK channels: d[ry0] + S1 * d[ry1], zero outside."""
+        cm = tmask & (col >= 0) & (col < W)
+        p = base + col[:, None].to(tl.int64) * xx + ci[None, :]
+        m0 = (cm & (ry0 >= 0) & (ry0 < rows))[:, None] & cmask[None, :]
+        m1 = (cm & (ry1 >= 0) & (ry1 < rows))[:, None] & cmask[None, :]
+        v = tl.load(p + (ry0 * xy)[:, None], mask=m0, other=0.0).to(tl.float32)
+        v += S1 * tl.load(p + (ry1 * xy)[:, None], mask=m1, other=0.0).to(tl.float32)
+        return v
+
+
+def transform_input_torch(buf, pad_rows, dtype):
+    """(B, C, Fin, rows, W) -> V (16, B, th * tw, Fin, C) in `dtype`: per frame the 4x4 patches to B^T d B. A
+    tile's frames are adjacent, so output frame f's operand (its frames f, f+1, f+2) is one row of 3 C values."""
+    b, c, fin, rows, w = buf.shape
+    h = rows + 2 * pad_rows - 2
+    th, tw = (h + 1) // 2, (w + 1) // 2
+    x = F.pad(buf.float(), (1, 2 * tw + 1 - w, pad_rows, 2 * th + 2 - rows - pad_rows))
+    d = x.unfold(3, 4, 2).unfold(4, 4, 2)                            # (B, C, Fin, th, tw, 4, 4)
+    bt = BT.to(buf.device)
+    return torch.einsum("ir,bcftyrs,js->ijbtyfc", bt, d, bt).reshape(16, b, th * tw, fin, c).to(dtype).contiguous()
+
+
+if triton is not None:
+    @triton.jit
+    def _vin_kernel(x, xb, xf, xy, xx, v, B, C, FIN, H, W, ROWS, TW, PAD, TY0, NTY, BM: tl.constexpr,
+                    BK: tl.constexpr):
+        """V[xi, b, tile, frame, c] for BM consecutive tiles (row-major over tile rows TY0 .. TY0 + NTY) of one
+        frame."""
+        pid = tl.program_id(0).to(tl.int64)
+        tiles = NTY * TW
+        blocks = tl.cdiv(tiles, BM)
+        bf = pid // blocks                    # b * FIN + frame
+        b = bf // FIN
+        fr = bf % FIN
+        t = (pid % blocks) * BM + tl.arange(0, BM)
+        tmask = t < tiles
+        ty = TY0 + t // TW
+        cx = 2 * (t % TW) - 1                 # the patch's first column
+        r0 = 2 * ty - PAD                     # and first row in the buffer
+        ci = tl.program_id(1) * BK + tl.arange(0, BK)
+        cmask = ci < C
+        base = x + b * xb + fr * xf
+        vrow = v + ((b * tiles + t) * FIN + fr)[:, None] * C + ci[None, :]
+        plane = B * tiles * FIN * C           # one xi's (B, tiles, FIN, C)
+        m = tmask[:, None] & cmask[None, :]
+        for i in tl.static_range(4):
+            if i == 0:
+                ra, rb, sg = r0, r0 + 2, -1.0
+            elif i == 1:
+                ra, rb, sg = r0 + 1, r0 + 2, 1.0
+            elif i == 2:
+                ra, rb, sg = r0 + 2, r0 + 1, -1.0
+            else:
+                ra, rb, sg = r0 + 1, r0 + 3, -1.0
+            e0 = _e(base, xy, xx, ra, rb, sg, cx, ci, ROWS, W, cmask, tmask)
+            e1 = _e(base, xy, xx, ra, rb, sg, cx + 1, ci, ROWS, W, cmask, tmask)
+            e2 = _e(base, xy, xx, ra, rb, sg, cx + 2, ci, ROWS, W, cmask, tmask)
+            e3 = _e(base, xy, xx, ra, rb, sg, cx + 3, ci, ROWS, W, cmask, tmask)
+            vt = v.dtype.element_ty
+            tl.store(vrow + (4 * i + 0) * plane, (e0 - e2).to(vt), mask=m)
+            tl.store(vrow + (4 * i + 1) * plane, (e1 + e2).to(vt), mask=m)
+            tl.store(vrow + (4 * i + 2) * plane, (e2 - e1).to(vt), mask=m)
+            tl.store(vrow + (4 * i + 3) * plane, (e1 - e3).to(vt), mask=m)
+
+    @triton.jit
+    def _vout_kernel(mm, bias, out, oc, oy, ox, CO, H, W, TW, TY0, NTY, HAS_BIAS: tl.constexpr,
+                     BM: tl.constexpr, BN: tl.constexpr):
+        """One frame's output (1, Co, 1, H, W) = A^T M A (+ bias) for BM consecutive tiles of tile rows TY0 ..
+        TY0 + NTY, M (16, NTY * TW, Co)."""
+        tiles = NTY * TW
+        t = tl.program_id(0).to(tl.int64) * BM + tl.arange(0, BM)
+        tmask = t < tiles
+        ty = TY0 + t // TW
+        tx = t % TW
+        co = tl.program_id(1) * BN + tl.arange(0, BN)
+        comask = co < CO
+        m = tmask[:, None] & comask[None, :]
+        PLANE = tiles * CO
+        src = mm + t[:, None] * CO + co[None, :]
+        y00 = tl.zeros((BM, BN), dtype=tl.float32)
+        y01 = y00
+        y10 = y00
+        y11 = y00
+        for i in tl.static_range(4):
+            a0 = tl.load(src + (4 * i + 0) * PLANE, mask=m, other=0.0).to(tl.float32)
+            a1 = tl.load(src + (4 * i + 1) * PLANE, mask=m, other=0.0).to(tl.float32)
+            a2 = tl.load(src + (4 * i + 2) * PLANE, mask=m, other=0.0).to(tl.float32)
+            a3 = tl.load(src + (4 * i + 3) * PLANE, mask=m, other=0.0).to(tl.float32)
+            z0 = a0 + a1 + a2
+            z1 = a1 - a2 - a3
+            if i == 0:
+                y00 += z0
+                y01 += z1
+            elif i == 1:
+                y00 += z0
+                y01 += z1
+                y10 += z0
+                y11 += z1
+            elif i == 2:
+                y00 += z0
+                y01 += z1
+                y10 -= z0
+                y11 -= z1
+            else:
+                y10 -= z0
+                y11 -= z1
+        if HAS_BIAS:
+            bv = tl.load(bias + co, mask=comask, other=0.0).to(tl.float32)[None, :]
+            y00 += bv
+            y01 += bv
+            y10 += bv
+            y11 += bv
+        base = out + co[None, :].to(tl.int64) * oc
+        for p in tl.static_range(2):
+            for q in tl.static_range(2):
+                oy_ = 2 * ty + p
+                col = 2 * tx + q
+                mk = (tmask & (col < W) & (oy_ < H))[:, None] & comask[None, :]
+                if p == 0 and q == 0:
+                    val = y00
+                elif p == 0:
+                    val = y01
+                elif q == 0:
+                    val = y10
+                else:
+                    val = y11
+                tl.store(base + (oy_ * oy + col * ox)[:, None], val.to(out.dtype.element_ty), mask=mk)
+
+
+def conv(buf, u, pad_rows, bias=None, out=None, bm=32, bk=64, v_bytes=V_BYTES, kernels=None):
+    """The causal 3x3x3 conv of a filled input buffer, from U = transform_weights(weight): V in u's dtype, the
+    products by cuBLAS (fp32 accumulation and output), out (B, Co, n, H, W) made channels-last when None. Bands of
+    tile rows whose V holds at most `v_bytes` go one after another. kernels=False: the twin's PyTorch ops."""
+    b, c, fin, rows, w = buf.shape
+    n, h, co = fin - 2, rows + 2 * pad_rows - 2, u.shape[2]
+    th, tw = (h + 1) // 2, (w + 1) // 2
+    if out is None:
+        out = torch.empty((b, co, n, h, w), dtype=buf.dtype, device=buf.device, memory_format=torch.channels_last_3d)
+    per_row = 16 * b * tw * fin * c * u.element_size()
+    nty = max(1, min(th, v_bytes // per_row))
+    triton_ok = use_triton(buf) if kernels is None else kernels
+    if triton_ok:   # no wider than the work (the tests' tiny geometry: one program per frame)
+        bm = min(max(bm, 1024 if INTERPRET else bm), triton.next_power_of_2(nty * tw))
+        bk = min(bk, triton.next_power_of_2(c))
+    else:
+        v_all = transform_input_torch(buf, pad_rows, u.dtype)
+    for ty0 in range(0, th, nty):
+        ty1 = min(th, ty0 + nty)
+        tiles = (ty1 - ty0) * tw
+        if triton_ok:
+            v = torch.empty((16, b, tiles, fin, c), dtype=u.dtype, device=buf.device)
+            sb, _, sf, sy, sx = buf.stride()
+            _vin_kernel[(b * fin * triton.cdiv(tiles, bm), triton.cdiv(c, bk))](
+                buf, sb, sf, sy, sx, v, b, c, fin, h, w, rows, tw, pad_rows, ty0, ty1 - ty0, BM=bm, BK=bk,
+                num_warps=4)
+        else:
+            v = v_all[:, :, ty0 * tw:ty1 * tw].contiguous()
+        m = torch.empty((16, tiles, co), dtype=torch.float32, device=buf.device)
+        plane = b * tiles * fin * c
+        for bi in range(b):
+            for f in range(n):
+                a = v.as_strided((16, tiles, 3 * c), (plane, fin * c, 1),
+                                 v.storage_offset() + bi * tiles * fin * c + f * c)
+                if buf.is_cuda:
+                    torch.bmm(a, u, out_dtype=torch.float32, out=m)   # fp32 out: no fp16 overflow
+                else:
+                    torch.bmm(a.float(), u.float(), out=m)
+                _output_transform(m, bias, out[bi:bi + 1, :, f:f + 1], ty0, ty1 - ty0, tw, bm, triton_ok)
+        del v, m
+    return out
+
+
+def _output_transform(m, bias, out, ty0, nty, tw, bm, triton_ok):
+    """Tile rows ty0 .. ty0 + nty of out (1, Co, 1, H, W) = A^T M A (+ bias), M (16, nty * tw, Co) of one frame."""
+    co, h, w = out.shape[1], out.shape[3], out.shape[4]
+    if triton_ok:
+        _, oc, _, oy, ox = out.stride()
+        _vout_kernel[(triton.cdiv(nty * tw, bm), triton.cdiv(co, 64))](
+            m, bias if bias is not None else m, out, oc, oy, ox, co, h, w, tw, ty0, nty, HAS_BIAS=bias is not None,
+            BM=bm, BN=64, num_warps=4)
+        return
+    at = AT.to(m.device)
+    y = torch.einsum("pi,ijtyo,qj->otpyq", at, m.view(4, 4, nty, tw, co), at).reshape(1, co, 1, 2 * nty, 2 * tw)
+    y0, y1 = 2 * ty0, min(h, 2 * (ty0 + nty))
+    y = y[..., :y1 - y0, :w]
+    if bias is not None:
+        y = y + bias.float().view(1, -1, 1, 1, 1)
+    out[:, :, :, y0:y1].copy_(y)

@@ -35,6 +35,11 @@ Profiling (--profile DIR): after a workload's calls, one more call (checked, not
 torch.profiler with reference's named scopes on; each rank's Chrome trace is copied to DIR and the per-scope table
 printed. `bench.py --scopes TRACE ...` prints the table of saved traces.
 
+Error maps (harness/maps.py): a call whose video fails the check (every call with --maps) is mapped from the judge's
+copy of out: where the errors are (the worst frame, rows named after the band seams of spec.bands, columns), in the
+console's `where:` line and the JSON's `error_map`. --report DIR draws them and writes DIR/index.html (harness/html.py:
+statuses, A/B verdicts, error maps, rooflines, scope charts, the environment), a static page.
+
 Under torchrun (`torchrun --nproc-per-node N bench.py ...`) rank 0 runs the whole bench as above, on the GPUs it
 sees, and the other launched processes wait for it and exit: a judge must own the ranks it judges.
 
@@ -48,7 +53,7 @@ import os
 import sys
 
 import spec
-from harness import checks, hardware, profile, report
+from harness import checks, hardware, plot, profile, report
 from harness.checks import STATUSES  # noqa: F401 (bench.STATUSES)
 
 
@@ -70,7 +75,14 @@ def parse_args(argv):
                                                                "output and the JSON)")
     p.add_argument("--profile", metavar="DIR", help="after a workload's calls, profile one more call per rank with "
                                                      "the named scopes on: Chrome traces and a per-scope table in DIR")
-    return p.parse_args(argv)
+    p.add_argument("--report", metavar="DIR", help="write DIR/index.html, a static report with its pictures beside it "
+                                                    "(error maps, roofline, scopes; needs matplotlib)")
+    p.add_argument("--maps", action="store_true", help="error maps of passing workloads too (failing calls always "
+                                                       "get one); their pictures go into --report's DIR")
+    args = p.parse_args(argv)
+    if args.maps and not args.report:
+        p.error("--maps draws into the report: give --report DIR too")
+    return args
 
 
 def plan(args, console, gpus, cpu):
@@ -124,6 +136,9 @@ def main(argv=None):
         return profile.scopes_main(argv[1:])
     args = parse_args(argv)
     from rich.console import Console
+    if args.report and not plot.available():
+        print(f"--report {plot.MISSING}", file=sys.stderr)
+        return 2
     torchrun = "RANK" in os.environ and "TORCHELASTIC_RUN_ID" in os.environ
     rank0 = not torchrun or os.environ["RANK"] == "0"
     dist = under_torchrun() if torchrun else None
@@ -202,7 +217,7 @@ def bench(args, console):
     for s in solutions:
         s.pop("desc", None)
     out = report.report(console, solutions, results, geometry, cpu)
-    out["environment"] = report.environment(args, runner, solutions, geometry, run.isolation)
+    out["environment"] = report.environment(gpus, cpu, runner.info, solutions, geometry, run.isolation)
     out["statuses"] = checks.STATUSES
     out["method"] = {"warmup": args.warmup, "min_reps": args.min_reps, "max_reps": args.max_reps,
                      "time_cap_s": args.time_cap, "stop": "se(median) <= 0.5% of the median",
@@ -213,6 +228,9 @@ def bench(args, console):
             json.dump(out, f, indent=1, default=str)
         os.replace(tmp, args.json)
         console.print(f"wrote {args.json}")
+    if args.report:
+        from harness import html
+        console.print(f"wrote {html.bench_page(args.report, out, geometry, cpu, args.gpu_key)}")
     ok = all(r["status"] in ("passed", "skipped") for res in results.values() for r in res.values())
     return 0 if ok else 1
 

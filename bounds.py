@@ -20,6 +20,7 @@ import sys
 
 import spec
 from harness import hardware
+from harness import plot as plot_module
 from harness.hardware import GPUS, gpu_key  # noqa: F401 (bounds.GPUS, bounds.gpu_key)
 
 LEVELS = {1: "latent (44 x 78)", 2: "2x (88 x 156)", 4: "4x (176 x 312)", 8: "8x (352 x 624)"}
@@ -171,12 +172,13 @@ def load_results(paths, solution=None):
     return {"workloads": merged, "objective_s": objective}
 
 
-def report(gpu, geometry, measured=None, results=None):
-    """{"gpu", "peaks", "measured", "workloads": {w: {...}}, "objective": {...}} for the JSON and the tables."""
-    out = {"gpu": gpu, "peaks": GPUS[gpu], "measured": measured, "geometry": geometry.name, "workloads": {}}
+def report(gpu, geometry, measured=None, results=None, peaks=None):
+    """{"gpu", "peaks", "measured", "workloads": {w: {...}}, "objective": {...}} for the JSON and the tables;
+    `peaks` replaces the GPU's datasheet figures (bench's report of a CPU run: CPU_PEAK, `gpu` naming it)."""
+    out = {"gpu": gpu, "peaks": peaks or GPUS[gpu], "measured": measured, "geometry": geometry.name, "workloads": {}}
     res = (results or {}).get("workloads", {})
     for w in spec.WORKLOADS:
-        e = bound(w, gpu, geometry)
+        e = bound(w, gpu, geometry, peaks=peaks)
         e["executed_flops"] = sum(executed_by_weight(spec.WORKLOADS[w].latent_frames, geometry).values())
         if measured:
             e["measured_bound_s"] = bound(w, gpu, geometry, peaks=measured)["bound_s"]
@@ -187,7 +189,7 @@ def report(gpu, geometry, measured=None, results=None):
             e["fraction_of_bound"] = e["bound_s"] / r["median_s"]
             # The rate the baseline's algorithms run at, against the tensor cores' peak.
             e["fraction_of_executed_ceiling"] = (e["executed_flops"] / e["gpus"] / r["median_s"]
-                                                 / (GPUS[gpu]["bf16_tflops"] * 1e12))
+                                                 / (out["peaks"]["bf16_tflops"] * 1e12))
             if measured:
                 e["fraction_of_measured_bound"] = e["measured_bound_s"] / r["median_s"]
         out["workloads"][w] = e
@@ -203,33 +205,32 @@ def report(gpu, geometry, measured=None, results=None):
     return out
 
 
-def plot(rep, path):
-    """Log-log roofline: per-GPU arithmetic intensity against TFLOP/s per GPU, ceilings and achieved points."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise SystemExit("--plot needs matplotlib (pip install matplotlib, or pip install -e '.[plot]')")
+def plot(rep, path, title="Wan2.2 VAE decode: roofline"):
+    """Log-log roofline: per-GPU arithmetic intensity against TFLOP/s per GPU, ceilings and achieved points (filled:
+    the counted FLOPs; hollow: those the baseline's algorithms execute, executed_by_weight)."""
+    plt = plot_module.pyplot("the roofline plot")
     fig, ax = plt.subplots(figsize=(8, 5.5))
     points = [e["intensity"] for e in rep["workloads"].values()]
     xs = [10 ** (k / 10) for k in range(0, int(10 * math.log10(max(points))) + 6)]
-    for label, p, style in [(f"{rep['gpu']} datasheet", rep["peaks"], "-"),
-                            ("measured", rep["measured"], "--")]:
+    ceiling = f"{rep['gpu']} datasheet" if rep["gpu"] in GPUS else rep["gpu"]
+    for label, p, style in [(ceiling, rep["peaks"], "-"), ("measured", rep["measured"], "--")]:
         if not p:
             continue
         ax.plot(xs, [min(p["bf16_tflops"], x * p["hbm_tbps"]) for x in xs], style, color="gray",
-                label=f"{label}: {p['bf16_tflops']:.0f} TFLOP/s, {p['hbm_tbps']:.2f} TB/s")
+                label=f"{label}: {p['bf16_tflops']:.3g} TFLOP/s, {p['hbm_tbps']:.3g} TB/s")
     shown = [(w, e) for w, e in rep["workloads"].items() if "achieved_tflops" in e]
-    for w, e in shown:
+    for i, (w, e) in enumerate(shown):
         per_gpu = e["achieved_tflops"] / e["gpus"]
-        ax.scatter([e["intensity"]], [per_gpu], zorder=3, label=f"{w}: {per_gpu:.0f} TFLOP/s per GPU, "
-                                                                  f"{100 * e['fraction_of_bound']:.0f}% of bound")
+        ax.scatter([e["intensity"]], [per_gpu], zorder=3, color=f"C{i}",
+                   label=f"{w}: {per_gpu:.3g} TFLOP/s per GPU, {100 * e['fraction_of_bound']:.0f}% of bound")
+        executed = e["executed_flops"] / e["flops"]
+        ax.scatter([e["intensity"] * executed], [per_gpu * executed], zorder=3, facecolors="none",
+                   edgecolors=f"C{i}")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity per GPU (FLOP / byte)")
-    ax.set_ylabel("TFLOP/s per GPU (counted FLOPs / time)")
-    ax.set_title("Wan2.2 VAE decode: roofline")
+    ax.set_ylabel("TFLOP/s per GPU (FLOPs / time)")
+    ax.set_title(title + ("\nfilled: counted FLOPs; hollow: the baseline's executed FLOPs" if shown else ""))
     ax.legend(loc="lower right", fontsize=8)
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()

@@ -13,6 +13,9 @@ What it checks, beyond bench.py's per-call checks (the same rank processes, judg
 - Fresh latents that exist nowhere on disk (a secret seed, the data maker's latent statistics), a new draw for
   every call: the gate computes their fp32 decode and the release bf16 decode itself, and the allowance from them.
 - Every call's time against the roofline (bounds.bound_of): faster than the hardware allows is impossible.
+
+A failing check's error map (harness/maps.py; every check's with --maps) says where its video is wrong; --report DIR
+writes the checks, their maps and the environment as DIR/index.html.
 """
 import argparse
 import json
@@ -62,13 +65,25 @@ def parse_args(argv):
     p.add_argument("--no-audit", action="store_true", help="skip the static audit (never a certificate)")
     p.add_argument("--json", help="write every check here")
     p.add_argument("--junit", help="write JUnit XML here")
-    return p.parse_args(argv)
+    p.add_argument("--report", metavar="DIR", help="write DIR/index.html, a static report of the checks with their "
+                                                    "error maps beside it (needs matplotlib)")
+    p.add_argument("--maps", action="store_true", help="error maps of passing checks too (failing ones always get "
+                                                       "one); their pictures go into --report's DIR")
+    args = p.parse_args(argv)
+    if args.maps and not args.report:
+        p.error("--maps draws into the report: give --report DIR too")
+    return args
 
 
 def main(argv=None):
     args = parse_args(argv)
     from rich.console import Console
+    from rich.markup import escape
+    from harness import plot
     from harness.gate import Gate
+    if args.report and not plot.available():
+        print(f"--report {plot.MISSING}", file=sys.stderr)
+        return EXIT["harness"]
     console = Console(width=None if sys.stdout.isatty() else 160, highlight=False)
     started, checks, gate = time.monotonic(), [], None
 
@@ -78,6 +93,8 @@ def main(argv=None):
         word = {"passed": "PASS", "skipped": "SKIP"}.get(status, "FAIL")
         console.print(f"[{colour}]{word}[/] {name}" + (f": {status}: {reason}" if status != "passed" else "")
                       + (f" ({seconds:.3f} s)" if seconds is not None else ""))
+        if status != "passed" and extra.get("error_map"):
+            console.print(f"     where: {escape(extra['error_map']['words'])}")
     try:
         asked = list(spec.WORKLOADS) if not args.workloads else args.workloads.split(",")
         unknown = [w for w in asked if w not in spec.WORKLOADS]
@@ -105,13 +122,21 @@ def main(argv=None):
     isolation = gate.run_.isolation if gate is not None and gate.run_ is not None else None
     console.print(f"[bold]ci {os.path.basename(os.path.abspath(args.solution))}: {verdict}[/], exit {code}, "
                   f"isolation: {isolation}, {time.monotonic() - started:.0f} s")
+    record = {"solution": args.solution, "exit_code": code, "passed": code == 0, "partial": code == 6,
+              "verdict": verdict, "isolation": isolation, "checks": checks,
+              "geometry": gate.geometry.name if gate else None}
+    if gate is not None and gate.solution is not None:
+        from harness import report
+        record["environment"] = report.environment(gate.gpus, gate.cpu, gate.info, [gate.solution], gate.geometry,
+                                                   isolation)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"solution": args.solution, "exit_code": code, "passed": code == 0, "partial": code == 6,
-                       "isolation": isolation, "checks": checks,
-                       "geometry": gate.geometry.name if gate else None}, f, indent=1, default=str)
+            json.dump(record, f, indent=1, default=str)
     if args.junit:
         junit(checks, args.junit, "ci")
+    if args.report:
+        from harness import html
+        console.print(f"wrote {html.gate_page(args.report, json.loads(json.dumps(record, default=str)))}")
     return code
 
 

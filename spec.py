@@ -182,6 +182,22 @@ def frames(latent_frames):
     return 4 * latent_frames - 3
 
 
+def bands(world, rows):
+    """[(first, end)] of each rank's rows when `rows` rows are split over `world` ranks in equal bands, rank r's from
+    r * rows / world: solutions/baseline's split of the latent rows (every level's bands are these, scaled). The
+    judge's error maps name the seams between them (video_seams)."""
+    if rows % world:
+        raise ValueError(f"{rows} rows do not split into {world} equal bands")
+    n = rows // world
+    return [(r * n, (r + 1) * n) for r in range(world)]
+
+
+def video_seams(world, geometry=FULL):
+    """The video rows where the bands of ranks 1 .. world - 1 begin: bands() of the latent rows, in video rows."""
+    scale = geometry.video_hw[0] // geometry.latent_hw[0]
+    return [first * scale for first, _ in bands(world, geometry.latent_hw[0])[1:]]
+
+
 def output_shape(workload, geometry=FULL):
     """The shape of rank 0's out at a workload."""
     return (1, 3, frames(WORKLOADS[workload].latent_frames), *geometry.video_hw)

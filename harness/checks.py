@@ -8,27 +8,37 @@ STATUSES = ("passed", "incorrect", "input modified", "tampering", "runtime error
 SEVERITY = ("tampering", "input modified", "incorrect", "impossible")
 
 
-def figures(out, ref, device):
-    """{"max_abs", "rms", "psnr_db", "nonfinite", "outside", "frames_compared"} of a video against its reference,
-    frame chunk by frame chunk, in fp32 on `device`; non-finite elements are counted and left out of the
-    differences. A reference of fewer frames is compared with the video's first frames; the rest of the video is
-    still checked for non-finite and out-of-range elements."""
+def compared(out, ref, device):
+    """The one comparison of a video with its reference, frame chunk by frame chunk (a bounded slice of the video
+    at a time, in fp32 on `device`): yields (first frame, o, finite, d) with o the chunk, finite its mask and
+    d = o - ref where o is finite, 0 elsewhere; d is None for frames past the reference's (a reference of fewer frames
+    is compared with the video's first frames)."""
     import torch
-    n, sq, max_abs, nonfinite, outside = 0, 0.0, 0.0, 0, 0
     step = max(1, (1 << 27) // max(1, ref[0, 0, 0].numel() * 3))
     for f in range(0, out.shape[2], step):
         o = out[:, :, f:f + step].to(device).float()
         finite = torch.isfinite(o)
+        if f >= ref.shape[2]:
+            yield f, o, finite, None
+            continue
+        n = min(o.shape[2], ref.shape[2] - f)
+        r = ref[:, :, f:f + n].to(device).float()
+        d = torch.where(finite[:, :, :n], o[:, :, :n] - r, torch.zeros_like(r))
+        yield f, o, finite, d
+
+
+def figures(out, ref, device):
+    """{"max_abs", "rms", "psnr_db", "nonfinite", "outside", "frames_compared"} of a video against its reference
+    (compared()); non-finite elements are counted and left out of the differences. Frames past the reference's are
+    still checked for non-finite and out-of-range elements."""
+    n, sq, max_abs, nonfinite, outside = 0, 0.0, 0.0, 0, 0
+    for _, o, finite, d in compared(out, ref, device):
         nonfinite += int((~finite).sum())
         outside += int((o.abs() > 1).sum())
-        if f >= ref.shape[2]:
-            continue
-        o, finite = o[:, :, :ref.shape[2] - f], finite[:, :, :ref.shape[2] - f]
-        r = ref[:, :, f:f + o.shape[2]].to(device).float()
-        d = torch.where(finite, o - r, torch.zeros_like(o))
-        sq += float((d.double() ** 2).sum())
-        max_abs = max(max_abs, float(d.abs().max()))
-        n += o.numel()
+        if d is not None:
+            sq += float((d.double() ** 2).sum())
+            max_abs = max(max_abs, float(d.abs().max()))
+            n += d.numel()
     mse = sq / n
     return {"max_abs": max_abs, "rms": math.sqrt(mse), "psnr_db": 10 * math.log10(4 / mse) if mse > 0 else math.inf,
             "nonfinite": nonfinite, "outside": outside, "frames_compared": min(ref.shape[2], out.shape[2])}

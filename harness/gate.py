@@ -5,9 +5,11 @@ Fresh latents exist nowhere on disk (harness/inputs.py). For each world: --fresh
 every timed shape of the plan, each verified in full against the gate's own decode of them (fp32 on the CPU; on
 GPUs the release bf16 decode, with the allowance widened by the release's own error, or fp32 with --fp32); then
 each stored workload twice, the second time on latents the solution has seen, which must not run much faster."""
+import os
+
 import bounds
 import spec
-from harness import checks, hardware
+from harness import checks, hardware, maps
 from harness.group import Group, GroupFailed
 from harness.inputs import Fresh
 from harness.runner import call_timeout, judged
@@ -29,6 +31,9 @@ class Gate:
         self.peaks = bounds.peaks_for(self.cpu, name)
         self.device = "cpu" if self.cpu else "cuda:0"
         self.run_ = None
+        self.atlas = maps.Atlas(self.geometry, every=args.maps,
+                                folder=os.path.join(args.report, "maps") if args.report else None)
+        self.info, self.solution = {}, None     # each world's ranks as they started; the solution described
 
     def audit(self):
         import audit
@@ -85,7 +90,7 @@ class Gate:
     def call(self, group, name, t, world, case, first):
         z, ref, allow = case
         timeout = call_timeout(t, world, self.geometry, self.cpu, self.args.timeout_scale, first=first)
-        call = judged(group, z, ref, allow, timeout, self.device)
+        call = judged(group, z, ref, allow, timeout, self.device, atlas=self.atlas, key=name)
         problems = [] if call["status"] == "passed" else [(call["status"], call["reason"])]
         why = bounds.impossible(call["time_s"], t, world, self.peaks, self.geometry)
         if why:
@@ -103,6 +108,7 @@ class Gate:
         clips = sorted({spec.WORKLOADS[w].clip for w in workloads} | {"f1", "f5"}, key=list(spec.CLIPS).index)
         data.make.ensure(clips, self.geometry)
         desc = loader.describe(args.solution)
+        self.solution = {"name": desc.name, "path": desc.path, "hash": desc.content_hash}
         if desc.manifest.get("sources"):
             err = loader.build_in_child(desc.path, timeout=1200)
             if err:
@@ -128,6 +134,7 @@ class Gate:
                 try:
                     group, first = Group(desc, world, self.geometry, self.cpu, self.buffers, self.run_, frames,
                                          self.run_.lock), True
+                    self.info.setdefault(f"x{world}", group.info)
                 except GroupFailed as e:
                     self.add(f"start x{world}", e.status, e.message)
                     return
@@ -152,7 +159,9 @@ class Gate:
             elif not first:      # a process's first call also pays for its start
                 times.setdefault(t, []).append(call["time_s"])
             first = False
-            self.add(name, call["status"], call["reason"], call["time_s"], figures=call["figures"])
+            error_map = self.atlas.draw(name, f"{desc.name} {name}: {call['status']}")
+            self.add(name, call["status"], call["reason"], call["time_s"], figures=call["figures"],
+                     **({"error_map": error_map} if error_map else {}))
         if group is not None:
             group.close(graceful=True)
 

@@ -158,3 +158,26 @@ def profile_report(name, workload, prof):
             t.caption = (t.caption or "") + (f"rank {r['rank']}: communication {c['communication_s']:.4f} s, "
                                              f"{c['hidden_s']:.4f} s beside compute, {c['exposed_s']:.4f} s alone. ")
     return t
+
+
+def bar_chart(prof, path, title, most=20):
+    """A PNG of a profiled call's scopes with the most self time (rank 0's, every rank's bar beside it), as shares of
+    the call: where its time goes, for the report."""
+    from harness import plot
+    plt = plot.pyplot("the per-scope chart")
+    ranks = prof["ranks"]
+    rows = sorted(ranks[0]["scopes"], key=lambda r: -r["self_s"])[:most][::-1]
+    fig, ax = plt.subplots(figsize=(10, 0.3 * len(rows) + 1.6), layout="constrained")
+    height = 0.8 / len(ranks)
+    for i, r in enumerate(ranks):
+        own = {row["scope"]: row["self_s"] for row in r["scopes"]}
+        ax.barh([k + i * height for k in range(len(rows))], [100 * own.get(row["scope"], 0) / r["call_s"]
+                                                              for row in rows], height, label=f"rank {r['rank']}")
+    ax.set_yticks([k + 0.4 - height / 2 for k in range(len(rows))], [row["scope"] for row in rows], fontsize=7)
+    ax.set_xlabel("self time, % of the profiled call")
+    ax.set_title(title, fontsize=9)
+    if len(ranks) > 1:
+        ax.legend(fontsize=7)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path

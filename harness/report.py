@@ -14,10 +14,13 @@ from harness import checks
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def environment(args, runner, solutions, geometry, isolation):
+def environment(gpus, cpu, ranks, solutions, geometry, isolation):
+    """What ran where (bench's and ci's JSON): the date, host, commit and files changed since it, the data manifest's
+    hash, the GPUs, each group's ranks (`ranks`: what they said when ready) and each solution's path and content
+    hash (`solutions`: [{"name", "path", "hash"}])."""
     env = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "host": platform.node(), "python": platform.python_version(), "geometry": geometry.name,
-           "device": "cpu" if runner.cpu else "cuda", "visible_gpus": args.gpus, "isolation": isolation}
+           "device": "cpu" if cpu else "cuda", "visible_gpus": gpus, "isolation": isolation}
     try:
         env["commit"] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                                        timeout=10).stdout.strip() or None
@@ -32,7 +35,7 @@ def environment(args, runner, solutions, geometry, isolation):
     if os.path.exists(manifest):
         with open(manifest, "rb") as f:
             env["data_manifest_sha256"] = hashlib.sha256(f.read()).hexdigest()
-    if not runner.cpu:
+    if not cpu:
         try:
             q = subprocess.run(["nvidia-smi", "--query-gpu=name,uuid,driver_version,power.limit,clocks.max.sm",
                                 "--format=csv,noheader"], capture_output=True, text=True, timeout=20).stdout
@@ -40,7 +43,7 @@ def environment(args, runner, solutions, geometry, isolation):
                                     [x.strip() for x in line.split(",")])) for line in q.strip().splitlines()]
         except (OSError, subprocess.TimeoutExpired):
             env["gpus"] = None
-    env["ranks"] = runner.info
+    env["ranks"] = ranks
     env["solutions"] = {s["name"]: {"path": os.path.relpath(s["path"], ROOT) if s["path"].startswith(ROOT)
                                     else s["path"], "content_hash": s["hash"]} for s in solutions}
     return env
@@ -51,9 +54,12 @@ def gib(b):
 
 
 def line(name, rec, many):
+    from rich.markup import escape
     who = f"{name} " if many else ""
     if rec["status"] != "passed":
-        return f"  {who}{rec['workload']:<8} [red]{rec['status']}[/]: {rec['reason']}"
+        where = f"\n  {' ' * len(who)}{'':<8} where: {escape(rec['error_map']['words'])}" if rec.get("error_map") \
+            else ""
+        return f"  {who}{rec['workload']:<8} [red]{rec['status']}[/]: {rec['reason']}{where}"
     t = f"median {rec['median_s']:.4f} s (n={rec['n']}, spread {100 * rec['spread']:.1f}%)" if rec.get("median_s") \
         else "checked"
     psnr = f"PSNR {rec['psnr_db']:.1f} dB, " if "psnr_db" in rec else ""

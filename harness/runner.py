@@ -11,7 +11,7 @@ import shutil
 
 import bounds
 import spec
-from harness import checks, profile
+from harness import checks, maps, profile
 from harness.group import STARTUP_S, Group, GroupFailed
 from harness.inputs import Fresh
 
@@ -46,9 +46,11 @@ def parity(rec, cpu):
     return {}
 
 
-def judged(group, z, ref, allow, timeout, device, profile_call=False):
+def judged(group, z, ref, allow, timeout, device, profile_call=False, atlas=None, key=None):
     """One call on latents z, judged in this process: {"time_s", "status", "reason", "figures", ...}.
-    ref: the fp32 decode of z (fp16, CPU); allow: {"max_abs", "rms"}."""
+    ref: the fp32 decode of z (fp16, CPU); allow: {"max_abs", "rms"}. With an atlas (harness/maps.py), a call whose
+    figures fail (every call, with the atlas's `every`) is mapped from the same copy of out, kept under `key`, and
+    its words are the record's `error_map`."""
     seconds, read1, reports, problems, arrivals = group.call(z, timeout, profile=profile_call)
     figs = checks.figures(read1, ref, device)
     problems = list(problems)
@@ -58,13 +60,17 @@ def judged(group, z, ref, allow, timeout, device, profile_call=False):
     if not group.settled(read1):
         problems.append(("tampering", "out changed after done: a rank reported done before its work was finished"))
     group.quiet()
+    error_map = atlas.take(key, read1, ref, device, allow, group.world) if atlas and atlas.wanted(status) else None
     status, reason = checks.worst(problems)
     video = read1.numel() * 2
     peaks = [None if r.get("peak") is None else r["peak"] + z.numel() * 2 + (video if i == 0 else 0)
              for i, r in enumerate(reports)]
-    return {"time_s": seconds, "status": status, "reason": reason, "figures": figs, "done_s": arrivals,
+    call = {"time_s": seconds, "status": status, "reason": reason, "figures": figs, "done_s": arrivals,
             "rank_s": [(r["t1"] - r["t0"]) / 1e9 for r in reports], "peak_bytes": peaks,
             "traces": [r.get("trace") for r in reports]}
+    if error_map:
+        call["error_map"] = error_map
+    return call
 
 
 class Runner:
@@ -74,6 +80,8 @@ class Runner:
         self.groups, self.info = {}, {}
         self.device = "cpu" if cpu else "cuda:0"
         self.fresh = Fresh(geometry, self.device)
+        self.atlas = maps.Atlas(geometry, every=args.maps,
+                                folder=os.path.join(args.report, "maps") if args.report else None)
         self.peaks = bounds.peaks_for(cpu, args.gpu_name)
 
     def group(self, sol, world, frames):
@@ -144,7 +152,8 @@ class Runner:
                 try:
                     for g in others:
                         g.freeze()
-                    call = judged(self.groups[(sol["path"], world)], z, ref, allow, timeout, self.device)
+                    call = judged(self.groups[(sol["path"], world)], z, ref, allow, timeout, self.device,
+                                  atlas=self.atlas, key=(sol["name"], workload))
                 except GroupFailed as err:
                     self.sampler.stop()
                     self.fail(sol, world, rec, err)
@@ -179,8 +188,12 @@ class Runner:
                         self.profile_call(sol, world, workload, rec, *stored)
         progress.remove_task(task)
         self.fresh.forget()
-        for rec in records.values():
+        for name, rec in records.items():
             self.summarise(rec)
+            # The workload's worst mapped call (a failing call ends the workload, so it is that one).
+            error_map = self.atlas.draw((name, workload), f"{name} {workload}: {rec['status']}")
+            if error_map:
+                rec["error_map"] = error_map
         return records
 
     def profile_call(self, sol, world, workload, rec, z, ref, allow):

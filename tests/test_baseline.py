@@ -90,8 +90,7 @@ def _band_worker(rank, world, port, t, result):
         baseline().run(z, w, rank, world, dist.group.WORLD, out)
         if rank == 0:
             d = (out - reference.decode(z, w)).abs()
-            rows = d.shape[3] // world                  # video rows per band
-            seams = [r for k in range(1, world) for r in (k * rows - 1, k * rows)]
+            seams = [r for s in spec.video_seams(world, spec.TINY) for r in (s - 1, s)]
             result.put((d.max().item(), d[:, :, :, seams].max().item()))
     finally:
         dist.destroy_process_group()

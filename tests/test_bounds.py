@@ -31,6 +31,16 @@ def test_json_equals_spec_work_for_every_workload(tmp_path):
         assert e["bound_s"] > 0
 
 
+def test_report_on_given_peaks():
+    """bench's report of a CPU run: the bounds and the executed fraction on the CPU stand-in, named as given."""
+    rep = bounds.report("CPU stand-in", spec.TINY, results={"workloads": {"f121x2": {"median_s": 2.0}}},
+                        peaks=bounds.CPU_PEAK)
+    e = rep["workloads"]["f121x2"]
+    assert rep["peaks"] == bounds.CPU_PEAK
+    assert e["bound_s"] == bounds.bound_of(31, 2, bounds.CPU_PEAK, spec.TINY)["bound_s"]
+    assert e["fraction_of_executed_ceiling"] == pytest.approx(e["executed_flops"] / 2 / 2.0 / 0.025e12)
+
+
 @pytest.mark.parametrize("t", [1, 2, 5, 31, 61, 121])
 def test_breakdown_sums_to_the_decode(t):
     rows = bounds.breakdown(t)

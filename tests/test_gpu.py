@@ -144,8 +144,7 @@ def _nccl_band_worker(rank, world, port, result):
             one = torch.full(shape, float("nan"), device="cuda", dtype=torch.bfloat16)
             m.run(z, w, 0, 1, None, one)
             d = (out.float() - one.float()).abs()
-            rows = d.shape[3] // world
-            seams = [r for k in range(1, world) for r in (k * rows - 1, k * rows)]
+            seams = [r for s in spec.video_seams(world) for r in (s - 1, s)]
             inner = [r for r in range(d.shape[3]) if r not in seams]
             result.put((torch.isfinite(out).all().item(), d.max().item(), d[:, :, :, seams].max().item(),
                         d[:, :, :, inner].max().item()))

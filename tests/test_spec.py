@@ -151,3 +151,11 @@ def test_allowance_caps_max_abs(data):
              "bf16_rms": 0.02, "bf16_psnr_db": 40.0, "fp32_decode_s": 1.0, "bf16_decode_s": 0.5}
     (data / spec.CALIBRATION_FILE).write_text(json.dumps({"f481": entry}))
     assert spec.allowance("f481", G)["max_abs"] == 2.0   # min(2.0, 3 x 0.9)
+
+
+def test_bands_split_rows_equally_and_name_the_seams():
+    assert spec.bands(2, 44) == [(0, 22), (22, 44)] and spec.bands(1, 4) == [(0, 4)]
+    assert spec.video_seams(2) == [352] and spec.video_seams(4) == [176, 352, 528] and spec.video_seams(1) == []
+    assert spec.video_seams(4, spec.TINY) == [16, 32, 48]
+    with pytest.raises(ValueError, match="44 rows do not split into 3 equal bands"):
+        spec.bands(3, 44)

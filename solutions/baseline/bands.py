@@ -10,15 +10,16 @@ keys and values; rank 0 gathers the video bands. Same arithmetic as on one GPU, 
 import torch
 import torch.distributed as dist
 
+import spec
+
 
 class Band:
-    """This rank's rows of the latent grid: `rows` of them from rank * rows (equal bands)."""
+    """This rank's rows of the latent grid (spec.bands: equal bands): `rows` of them from `first`."""
 
     def __init__(self, rank, world, pg, rows):
-        if rows % world:
-            raise ValueError(f"{rows} latent rows do not split into {world} equal bands")
         self.rank, self.world, self.pg = rank, world, pg
-        self.rows = rows // world
+        self.first, end = spec.bands(world, rows)[rank]
+        self.rows = end - self.first
 
     def fill_halo(self, x):
         """x (..., h + 2, W): rows 1..h are this band; row 0 becomes the last row of the band above, row h + 1 the

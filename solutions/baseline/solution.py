@@ -379,7 +379,7 @@ def run(z, weights, rank, world, pg, out):
     if band is None and rank != 0:
         return
     if band is not None:
-        z = z[:, :, :, rank * band.rows:(rank + 1) * band.rows]
+        z = z[:, :, :, band.first:band.first + band.rows]
     enabled = cudnn_ok()
     with torch.no_grad(), torch.backends.cudnn.flags(enabled=enabled, benchmark=enabled, deterministic=False,
                                                      allow_tf32=torch.backends.cudnn.allow_tf32):

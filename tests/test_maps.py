@@ -1,0 +1,97 @@
+"""Error maps (harness/maps.py) on the CPU: they put the error where a broken fixture put it (a wrong seam row at
+world 2 and 4, a shifted frame), say so in words, and call an honest decode's error spread."""
+import os
+
+import pytest
+import torch
+
+import loader
+import reference
+import spec
+from harness import checks, maps
+from helpers import random_weights
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BROKEN = os.path.join(ROOT, "tests", "broken")
+
+
+@pytest.fixture(scope="module")
+def decode():
+    """(z, weights, the fp32 decode as fp16, the allowance) of f5's shape on the tiny geometry: the allowance from
+    the release bf16 decode's own error, as the data maker calibrates it. One thread: tiny decodes are overhead."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    w = random_weights(seed=3)
+    z = torch.randn(1, 8, 2, *spec.TINY.latent_hw, generator=torch.Generator().manual_seed(4)).to(torch.bfloat16)
+    ref = reference.decode_fp32(z, w).to(torch.float16)
+    d = (reference.decode_bf16(z, w).float() - ref.float())
+    yield z, w, ref, spec.allowance_from(float(d.abs().max()), float(d.pow(2).mean().sqrt()))
+    torch.set_num_threads(threads)
+
+
+def solution_video(path, z, w, world):
+    """Rank 0's video from a solution file run in this process (the fixtures below decode on rank 0 alone)."""
+    out = torch.full((1, 3, spec.frames(z.shape[2]), *spec.TINY.video_hw), float("nan"), dtype=torch.bfloat16)
+    loader.load(path).module.run(z, [t.to(torch.bfloat16) for t in w], 0, world, None, out)
+    return out
+
+
+@pytest.mark.parametrize("world, words", [
+    (2, "rows 32 = the seam between ranks 0 and 1"),
+    (4, "rows 16, 32, 48 = the seams between ranks 0 and 1, 1 and 2, 2 and 3"),
+])
+def test_a_wrong_seam_row_is_named(decode, world, words):
+    z, w, ref, allow = decode
+    out = solution_video(os.path.join(BROKEN, "wrong_seam.py"), z, w, world)
+    assert checks.judge(checks.figures(out, ref, "cpu"), allow)[0] == "incorrect"
+    m = maps.measure(out, ref, "cpu", allow, world, spec.TINY).summary
+    seams = spec.video_seams(world, spec.TINY)
+    assert m["rows"] == [[s, s] for s in seams] and m["columns"] == [] and m["seams"] == seams, m
+    assert m["rows_words"] == words.replace("rows 32", "row 32"), m["rows_words"]
+    assert m["words"].startswith(f"errors concentrate on {m['rows_words']}, every column"), m["words"]
+    assert m["frames_over"] == spec.frames(2)                     # every frame has the seam
+
+
+def test_a_shifted_frame_is_named(decode):
+    z, w, ref, allow = decode
+    out = solution_video(os.path.join(BROKEN, "shifted_frame.py"), z, w, 1)
+    m = maps.measure(out, ref, "cpu", allow, 1, spec.TINY).summary
+    assert m["worst_frame"] == 1 and m["frames_over_runs"] == [[1, 1]], m
+    assert "worst frame 1 (frame 1 of 4 of latent frame 1)" in m["words"] and "1 of 5 frames over" in m["words"]
+    assert m["rows"] == [] and m["columns"] == [], m                # the whole frame is wrong
+
+
+def test_an_honest_decode_is_spread_and_within_the_allowance(decode):
+    z, w, ref, allow = decode
+    m = maps.measure(solution_video(os.path.join(ROOT, "solutions", "reference"), z, w, 2), ref, "cpu", allow, 2,
+                     spec.TINY).summary
+    assert m["rows"] == [] and m["columns"] == [] and m["frames_over"] == 0, m
+    assert "errors spread over every row and column" in m["words"] and "no frame over the allowance" in m["words"]
+
+
+def test_non_finite_elements_are_located_first(decode):
+    """Unwritten elements (the NaN poison) outrank any size of error: their frame is the worst, their rows named."""
+    z, w, ref, allow = decode
+    out = reference.decode_bf16(z, w)
+    out[:, :, 0] += 0.5                                       # a large error on frame 0
+    out[:, :, 3, -8:, 10:20] = float("nan")                   # unwritten: frame 3's bottom rows
+    m = maps.measure(out, ref, "cpu", allow, 1, spec.TINY).summary
+    assert m["nonfinite"] == 3 * 8 * 10 and m["worst_frame"] == 3, m
+    assert m["rows"] == [[56, 63]] and m["columns"] == [[10, 19]], m
+    assert m["words"].startswith("240 elements not finite; non-finite elements concentrate on rows 56-63 = the bottom "
+                                 "edge, columns 10-19"), m["words"]
+
+
+def test_frame_words_and_concentrations():
+    assert maps.frame_words(0, 121) == "frame 0 (the causal first frame)"
+    assert maps.frame_words(5, 121) == "frame 5 (frame 1 of 4 of latent frame 2)"
+    assert maps.frame_words(120, 121) == "frame 120 (frame 4 of 4 of latent frame 30, the last frame)"
+    flat = torch.full((704,), 1.0).numpy()
+    assert maps.concentration(flat) == []
+    seam = flat.copy()
+    seam[351:354] = [20.0, 50.0, 20.0]
+    assert maps.concentration(seam) == [[351, 353]]
+    band = flat.copy()
+    band[352:] += 3.0
+    assert maps.concentration(band, [352], [(0, 352), (352, 704)]) == [[352, 703]]
+    assert maps.concentration(band) == []                      # without the bands: half the rows, spread

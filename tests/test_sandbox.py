@@ -268,3 +268,40 @@ attempt("hosts", read("/etc/hosts"))
 """, tmp_path)
     assert out["shadow"] == "PermissionError"
     assert out["ld.so.cache"] == "ok" and out["hosts"] == "ok"
+
+
+def test_a_rank_without_capabilities_cannot_write_metadata_or_keys(tmp_path):
+    """harness/syscalls.py in a child: extended attributes, times, modes, keyrings and the domain name refused with
+    EPERM; reading and writing file contents, and torch, still work (the default tier's share of test_trust's
+    keeps_state_in_kernel runs)."""
+    target = tmp_path / "f"
+    target.write_text("x")
+    code = f"""
+import ctypes, os
+from harness import syscalls
+syscalls.drop_capabilities()
+arch = syscalls.deny_metadata_writes()
+libc = ctypes.CDLL(None, use_errno=True)
+def errno_of(fn):
+    try:
+        fn()
+        return 0
+    except OSError as e:
+        return e.errno
+t = {str(target)!r}
+out = {{"arch": arch, "xattr": errno_of(lambda: os.setxattr(t, "user.m", b"1")),
+       "utime": errno_of(lambda: os.utime(t, ns=(1, 1))), "chmod": errno_of(lambda: os.chmod(t, 0o600)),
+       "write": errno_of(lambda: open(t, "a").write("y")),
+       "add_key": 0 if libc.syscall(248, b"user", b"m", b"v", 1, -4) >= 0 else ctypes.get_errno(),
+       "domainname": 0 if libc.setdomainname(b"m", 1) == 0 else ctypes.get_errno()}}
+import torch
+out["torch"] = float(torch.ones(2).sum())
+print(repr(out))
+"""
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PYTHONPATH=ROOT))
+    assert p.returncode == 0, p.stderr
+    out = ast.literal_eval(p.stdout.strip().splitlines()[-1])
+    assert out["arch"] in ("x86_64", "aarch64")
+    assert out["xattr"] == out["utime"] == out["chmod"] == out["add_key"] == out["domainname"] == 1   # EPERM
+    assert out["write"] == 0 and out["torch"] == 2.0 and os.listxattr(target) == []

@@ -178,6 +178,7 @@ def run(z, weights, rank, world, pg, out):
     assert not [n for n in set(os.listdir("/tmp")) - before if n.startswith("wan-run-")]
 
 
+@pytest.mark.slow
 def test_no_state_survives_in_system_v_ipc(tiny_data, tmp_path):
     """keeps_state_in_sysv.py raises once a process finds another's System V segment: the ranks of a group each have
     an IPC namespace of their own (f1x4), and what a group made is removed when it closes (two runs without
@@ -195,6 +196,7 @@ def test_no_state_survives_in_system_v_ipc(tiny_data, tmp_path):
     assert ipc.snapshot() <= before
 
 
+@pytest.mark.slow
 def test_no_state_survives_in_kernel_state_outside_the_filesystem(tiny_data, tmp_path):
     """keeps_state_in_kernel.py raises once a process finds another's mark in an extended attribute, a keyring or the
     domain name: two runs, the second of two worlds, leave none that a later process can find."""

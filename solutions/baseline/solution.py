@@ -11,7 +11,8 @@ another way:
   with the bias and the DupUp shortcut. The time conv runs as two convs (one per output frame), so its frame
   interleave is only where `shuffle` writes.
 - The causal 3x3x3 convs at the three lower levels (WINOGRAD_LEVELS) run as Winograd F(2x2,3x3) (winograd.py):
-  4/9 of the multiplies, fp16 operands, cuBLAS for the products; cuDNN's direct conv stays at the 8x level.
+  4/9 of the multiplies, fp16 operands, cuBLAS for the products; cuDNN's direct conv stays at the 8x level, and
+  runs everywhere on a CPU without the Triton interpreter.
 - conv_out's bias, unpatchify and the clamp are one kernel writing into `out`.
 - `prepare` lays the weights out once: channels-last, the phase weights (summed in fp32, rounded once), the time
   conv's halves, the Winograd weights.
@@ -209,7 +210,8 @@ class Decoder:
         """The causal conv over a filled buffer, after keep(); Winograd where prepare() transformed its weights."""
         self.keep(key, buf, spatial=weight.shape[3] > 1)
         u = self.W.get(f"{key}.winograd")
-        if u is not None:
+        # Where the kernels cannot run (a CPU without the interpreter) the direct conv is the cheaper exact one.
+        if u is not None and kernels.use_triton(buf):
             return winograd.conv(buf, u, 0 if self.band is not None else 1, bias)
         return self.convolve(buf, weight, bias)
 

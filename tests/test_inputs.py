@@ -1,0 +1,18 @@
+"""harness/inputs.py: the allowance of fresh latents admits the release decode of those latents."""
+import reference
+import spec
+from harness import checks
+from harness.inputs import Fresh
+
+
+def test_fresh_allowance_admits_the_release_decode_of_the_draw(tiny_data, monkeypatch):
+    # A stored clip whose release error happened to be tiny: the draw's own release error must decide.
+    monkeypatch.setenv("DATA", tiny_data["DATA"])
+    monkeypatch.setattr(spec, "allowance", lambda clip, geometry=spec.FULL: {"max_abs": 1e-6, "rms": 1e-7})
+    fresh = Fresh(spec.TINY, "cpu", seed=7)
+    for t, make in ((1, lambda z: fresh.prefix(z)), (2, lambda z: fresh.full(z))):
+        z = fresh.draw(f"k{t}", t)
+        ref, allow = make(z)
+        own = checks.figures(reference.decode_bf16(z, fresh._weights()), ref, "cpu")
+        assert allow["max_abs"] == spec.allowance_from(own["max_abs"], own["rms"])["max_abs"] > 1e-6
+        assert checks.judge(own, allow)[0] == "passed"

@@ -53,7 +53,7 @@ import os
 import sys
 
 import spec
-from harness import checks, hardware, plot, profile, report
+from harness import checks, hardware, html, plot, profile, report
 from harness.checks import STATUSES  # noqa: F401 (bench.STATUSES)
 
 
@@ -75,13 +75,9 @@ def parse_args(argv):
                                                                "output and the JSON)")
     p.add_argument("--profile", metavar="DIR", help="after a workload's calls, profile one more call per rank with "
                                                      "the named scopes on: Chrome traces and a per-scope table in DIR")
-    p.add_argument("--report", metavar="DIR", help="write DIR/index.html, a static report with its pictures beside it "
-                                                    "(error maps, roofline, scopes; needs matplotlib)")
-    p.add_argument("--maps", action="store_true", help="error maps of passing workloads too (failing calls always "
-                                                       "get one); their pictures go into --report's DIR")
+    html.add_arguments(p, "workloads")
     args = p.parse_args(argv)
-    if args.maps and not args.report:
-        p.error("--maps draws into the report: give --report DIR too")
+    html.check_arguments(p, args)
     return args
 
 
@@ -229,7 +225,6 @@ def bench(args, console):
         os.replace(tmp, args.json)
         console.print(f"wrote {args.json}")
     if args.report:
-        from harness import html
         console.print(f"wrote {html.bench_page(args.report, out, geometry, cpu, args.gpu_key)}")
     ok = all(r["status"] in ("passed", "skipped") for res in results.values() for r in res.values())
     return 0 if ok else 1

@@ -25,6 +25,7 @@ import time
 import xml.etree.ElementTree as ET
 
 import spec
+from harness import html
 
 EXIT = {"passed": 0, "wrong": 1, "runtime": 2, "audit": 3, "harness": 4, "isolation": 5, "partial": 6}
 KIND = {"passed": "passed", "incorrect": "wrong", "input modified": "wrong", "tampering": "wrong",
@@ -65,13 +66,9 @@ def parse_args(argv):
     p.add_argument("--no-audit", action="store_true", help="skip the static audit (never a certificate)")
     p.add_argument("--json", help="write every check here")
     p.add_argument("--junit", help="write JUnit XML here")
-    p.add_argument("--report", metavar="DIR", help="write DIR/index.html, a static report of the checks with their "
-                                                    "error maps beside it (needs matplotlib)")
-    p.add_argument("--maps", action="store_true", help="error maps of passing checks too (failing ones always get "
-                                                       "one); their pictures go into --report's DIR")
+    html.add_arguments(p, "checks")
     args = p.parse_args(argv)
-    if args.maps and not args.report:
-        p.error("--maps draws into the report: give --report DIR too")
+    html.check_arguments(p, args)
     return args
 
 
@@ -135,7 +132,6 @@ def main(argv=None):
     if args.junit:
         junit(checks, args.junit, "ci")
     if args.report:
-        from harness import html
         console.print(f"wrote {html.gate_page(args.report, json.loads(json.dumps(record, default=str)))}")
     return code
 

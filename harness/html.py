@@ -47,6 +47,19 @@ window.addEventListener("load", function () {
 """
 
 
+def add_arguments(p, what):
+    """bench's and ci's --report and --maps; `what`: the things that are mapped ("workloads", "checks")."""
+    p.add_argument("--report", metavar="DIR", help="write DIR/index.html, a static report with its pictures beside it "
+                                                    "(error maps, roofline, scopes; needs matplotlib)")
+    p.add_argument("--maps", action="store_true", help=f"error maps of passing {what} too (failing ones always get "
+                                                       f"one); their pictures go into --report's DIR")
+
+
+def check_arguments(p, args):
+    if args.maps and not args.report:
+        p.error("--maps draws into the report: give --report DIR too")
+
+
 def esc(x):
     return html.escape("" if x is None else str(x))
 

@@ -67,7 +67,8 @@ class Fresh:
         return {k: max(stored[k], drawn[k]) for k in stored}
 
     def full(self, z, release=False):
-        """(a reference video of all of z, its allowance): the fp32 decode with _allowance(); or, with `release`,
+        """(a reference video of all of z, its allowance): the fp32 decode with _allowance() (short clips) or the
+        stored clip's allowance; or, with `release`,
         the release bf16 decode with the stored clip's allowance plus that clip's bf16
         error, which any video within the allowance of the fp32 decode meets (the triangle inequality; the stored
         clip's bf16 error stands for that of these latents, drawn from the same statistics)."""
@@ -78,7 +79,8 @@ class Fresh:
         with torch.no_grad():
             if not release:
                 ref = reference.decode_fp32(z.to(self.device), self._weights()).to(torch.float16).cpu()
-                return ref, self._allowance(z, ref, clip)
+                # A short clip's maximum varies most from draw to draw; a long one's is the stored clip's.
+                return ref, self._allowance(z, ref, clip) if z.shape[2] <= PREFIX_LATENT_FRAMES else allow
             ref = reference.decode_bf16(z.to(self.device), self._weights()).to(torch.float16).cpu()
         cal = spec.calibration(clip, self.geometry)
         return ref, {"max_abs": allow["max_abs"] + cal["bf16_max_abs"], "rms": allow["rms"] + cal["bf16_rms"]}

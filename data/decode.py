@@ -5,7 +5,7 @@ refs and calibration entries ("finish").
 Every shorter clip of a source is a prefix of its decode (the decoder is causal). For each clip the fp32 video
 rounded to fp16 is written as ref_<clip>.pt, and the release's bf16 decode is compared with that stored reference (in
 fp32, over frame chunks) for calibration.json. A decode's time for a clip is its elapsed time when latent frame T of
-that clip was done, summed over the fp32 decode's bands (the device time one GPU would have spent on them).
+that clip was done, summed over the fp32 decode's bands (the GPU time one GPU would have spent on them).
 
 Messages a task sends: ("progress", task id, latent frames done), ("ref", clip, {"size", "sha256"}), ("calibration",
 source, {clip: entry}).

@@ -194,7 +194,7 @@ def conv(buf, u, pad_rows, bias=None, out=None, bm=32, bk=64, v_bytes=V_BYTES, k
     nty = max(1, min(th, v_bytes // per_row))
     triton_ok = use_triton(buf) if kernels is None else kernels
     if triton_ok:   # no wider than the work (the tests' tiny geometry: one program per frame)
-        bm = min(max(bm, 1024 if INTERPRET else bm), triton.next_power_of_2(nty * tw))
+        bm = min(1024 if INTERPRET else bm, triton.next_power_of_2(nty * tw))
         bk = min(bk, triton.next_power_of_2(c))
     else:
         v_all = transform_input_torch(buf, pad_rows, u.dtype)

@@ -9,6 +9,11 @@ Bit-exactness comes from calling the same ops on the same shapes as diffusers: o
 caches concatenated in front, the same F.pad amounts, F.normalize for the RMS norm, SDPA for the attention. A
 mathematically equal rewrite (all frames at once, fused norm scales) is not bit-equal.
 
+`decode_fp32`, the task's fp32 reference (what the data maker stores), differs from `decode` in fp32 in one place:
+its RMS norms sum the squares over the channels in a fixed pairwise order (`channel_norm`). GPU reductions choose
+their order from the tensor's shape, so with F.normalize a band of the image (data/bands.py) rounds differently
+from the whole; with the fixed order a band's values are the whole decode's bit for bit where the convs are too.
+
 The causal caches are explicit: `caches` maps a conv's name to the input frames it keeps from the previous
 chunk (at most CACHE_T, taken before padding). A name that is absent means no chunk came before.
 """
@@ -64,6 +69,19 @@ def _path(name):
     return "/".join(out)
 
 
+_FIXED_ORDER = False     # rms_norm's channel sums in a fixed order: set by decode_fp32 (fixed_order_norms)
+
+
+@contextlib.contextmanager
+def fixed_order_norms():
+    global _FIXED_ORDER
+    saved, _FIXED_ORDER = _FIXED_ORDER, True
+    try:
+        yield
+    finally:
+        _FIXED_ORDER = saved
+
+
 @contextlib.contextmanager
 def fp32_exact():
     """TF32 off for convolutions and matmuls (the task's fp32 reference), restored on exit."""
@@ -75,11 +93,28 @@ def fp32_exact():
         torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
 
 
+def channel_norm(x):
+    """The 2-norm over dim 1, summed in a fixed order: the channels' squares halved and added elementwise until one
+    is left (an odd one out is added to the first), so every position's bits are independent of the other dims."""
+    s = x * x
+    while s.shape[1] > 1:
+        h = s.shape[1] // 2
+        odd = s[:, 2 * h:]
+        s = s[:, :h] + s[:, h:2 * h]
+        if odd.shape[1]:
+            s[:, :1] += odd
+    return s.sqrt()
+
+
 def rms_norm(x, gamma):
     """WanRMS_norm over dim 1: F.normalize (in fp32 for 16-bit inputs, diffusers >= 0.38), then x sqrt(C), x gamma,
-    + 0.0, in that order (fusing the two scales changes the bits)."""
+    + 0.0, in that order (fusing the two scales changes the bits). Under fixed_order_norms the norm is channel_norm,
+    clamped and divided as F.normalize does."""
     wide = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
-    n = F.normalize(wide, dim=1).to(x.dtype)
+    if _FIXED_ORDER:
+        n = (wide / channel_norm(wide).clamp_min(1e-12)).to(x.dtype)
+    else:
+        n = F.normalize(wide, dim=1).to(x.dtype)
     return n * (x.shape[1] ** 0.5) * gamma + 0.0
 
 
@@ -284,8 +319,8 @@ def decode_bf16(z, weights, out=None, progress=None):
 
 
 def decode_fp32(z, weights, out=None, progress=None, cut=None):
-    """The task's fp32 decode: fp32 latents and weights, TF32 off."""
-    with fp32_exact():
+    """The task's fp32 decode: fp32 latents and weights, TF32 off, the norms' sums in a fixed order."""
+    with fp32_exact(), fixed_order_norms():
         return decode(z.float(), [w.float() for w in weights], out, progress, cut)
 
 

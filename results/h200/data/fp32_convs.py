@@ -22,6 +22,9 @@ Not candidates: TF32 alone (its products are rounded to 10 bits: not the fp32 de
 shows that TF32 is on where the script asks for it); folding the nearest upsample
 into the 3x3 conv (the baseline's phase convs) changes the weights' rounding and is left to a separate check.
 
+`band =` is the share of a column band's outputs (the left half of the columns, computed alone with its one-column
+halo) that are bit-identical to the whole conv's: what data/bands.py needs for the split references to round to
+the same fp16 values as the whole decode.
 `err` is max|y - y64| / max|y64|, y64 the fp64 conv of the same fp32 inputs (F.pad + conv3d; of the first 4 frames
 for the 16-frame rows); a candidate keeps the
 fp32 decode's definition within rounding when its err is of the order of ref's. TFLOP/s counts 2 x weight elements x
@@ -133,13 +136,23 @@ def timed(fn, reps, device):
     return sorted(times)[len(times) // 2], y
 
 
-def row(cells, widths=(38, 10, 8, 9, 9, 10)):
+def band_same(lay, fn, bench, x, wt, b):
+    """The fraction of a column band's outputs bit-identical to the same outputs of the whole conv: the band is the
+    left half of the columns plus the one column its 3x3 taps need (what data/bands.py's split asks of a conv)."""
+    half = x.shape[-1] // 2
+    with flags(benchmark=bench):
+        whole = fn(*(lay(x, wt) if lay else (x, wt)), b)[..., :half]
+        part = fn(*(lay(x[..., :half + 1], wt) if lay else (x[..., :half + 1].contiguous(), wt)), b)[..., :half]
+    return (whole == part).float().mean().item()
+
+
+def row(cells, widths=(38, 10, 8, 9, 9, 10, 9)):
     print("  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(cells, widths))),
           flush=True)
 
 
 def convs(device, scale, reps, deadline):
-    row(("conv / candidate", "frames", "ms", "TFLOP/s", "x ref", "err"))
+    row(("conv / candidate", "frames", "ms", "TFLOP/s", "x ref", "err", "band ="))
     for name, kind, cin, cout, h, w, n in SHAPES:
         cin, cout = max(cin // scale, 4), max(cout // scale, 4) if cout > 12 else cout
         h, w = max(h // scale, 8), max(w // scale, 8)
@@ -170,8 +183,9 @@ def convs(device, scale, reps, deadline):
                 y = y[:n] if kind == "conv2d" else y[:, :, :n]
                 err = (y.double() - y64).abs().max().item() / top
                 ref_s = s if cand == "ref" else ref_s
+                same = band_same(lay, fn, bench, x, wt, b) if frames == n else float("nan")
                 row((f"{name} {cand}" if cand == "ref" else f"  {cand}", frames, f"{1e3 * s:.2f}",
-                     f"{flop / s / 1e12:.3g}", f"{ref_s / s:.2f}", f"{err:.2e}"))
+                     f"{flop / s / 1e12:.3g}", f"{ref_s / s:.2f}", f"{err:.2e}", f"{100 * same:.2f}%"))
                 del y
             del x, y64
 

@@ -1,0 +1,168 @@
+"""Where the fp32 decode in bands (data/bands.py) stops being bit-identical to the whole decode, and what makes it
+identical: on one GPU, in one process, the full geometry's first latent frames decoded whole and in two column bands
+(TF32 off), the activations compared at every cut stage of reference.decoder, under a few variants:
+
+- as is: reference.decode_fp32 as it stands (cuDNN with torch's defaults, cudnn.benchmark off; the RMS norms' channel
+  sums in a fixed order, reference.channel_norm);
+- F.normalize: the RMS norms through F.normalize, whose reduction order follows the tensor's shape (decode_fp32 before
+  the fixed order);
+- deterministic: torch.backends.cudnn.deterministic on (cuDNN restricted to deterministic algorithms);
+- conv2d as conv3d: the resample's 3x3 conv2d (and the attention's 1x1 conv2d) run as conv3d with a kernel of depth 1,
+  the same sums; cuDNN's 3d path may pick other algorithms than its 2d path.
+
+Per variant and stage: the share of each band's values bit-identical to the same values of the whole decode, then
+the video's max|d| and the share of fp16 roundings identical (what `python -m data.make --check` asks: 99.99%).
+
+    python results/h200/data/band_ops.py [--frames 3] [--per-op]   # a minute or two on one H200; --cpu: tiny
+"""
+import argparse
+import contextlib
+import os
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")))
+import reference  # noqa: E402
+import spec  # noqa: E402
+from data import bands, synth  # noqa: E402
+from data.decode import video_shape  # noqa: E402
+
+_conv2d = F.conv2d
+
+
+def conv2d_as_3d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
+    if x.dim() != 4 or stride != 1 or dilation != 1 or groups != 1:
+        return _conv2d(x, w, b, stride, padding, dilation, groups)
+    p = (padding, padding) if isinstance(padding, int) else tuple(padding)
+    y = F.conv3d(x.unsqueeze(2), w.unsqueeze(2), b, padding=(0, *p))
+    return y.squeeze(2)
+
+
+@contextlib.contextmanager
+def variant(name):
+    old, fixed = torch.backends.cudnn.deterministic, reference.fixed_order_norms
+    try:
+        if name == "F.normalize":
+            reference.fixed_order_norms = contextlib.nullcontext
+        if name == "deterministic":
+            torch.backends.cudnn.deterministic = True
+        if name == "conv2d as conv3d":
+            F.conv2d = conv2d_as_3d
+        yield
+    finally:
+        torch.backends.cudnn.deterministic, reference.fixed_order_norms = old, fixed
+        F.conv2d = _conv2d
+
+
+def decode(z, weights, band, geometry, video):
+    """[(stage, activation after the cut)] of one band (or the whole decode), its video written into band.of(video)."""
+    seen = []
+    inner = None if band.whole else bands.Cut(band, geometry)
+
+    def cut(x, stage):
+        y = x if inner is None else inner(x, stage)
+        seen.append((stage, y.clone()))
+        return y
+    reference.decode_fp32(z, weights, out=band.of(video), cut=cut)
+    return seen
+
+
+def per_op(z, weights, g, device, frames, margin=16):
+    """The first band (its columns start at the image's left edge, so a band column is the whole decode's column)
+    decoded with every conv recorded, then the whole decode compared call by call: per conv call, the share of
+    bit-identical values of its input and its output over the band's columns less `margin` at the cut edge (where
+    the band's zero padding spoils a column per conv). The first call whose input is identical and output is not
+    is an op whose result depends on the width it runs over."""
+    band = bands.split(g.latent_hw[1], 2, bands.COLUMNS)[0]
+    conv2d, conv3d = F.conv2d, F.conv3d
+    seen, rows = [], []
+
+    def recording(fn, kind):
+        def hook(x, w, *args, **kwargs):
+            y = fn(x, w, *args, **kwargs)
+            seen.append((kind, tuple(w.shape), x.clone(), y.clone()))
+            return y
+        return hook
+
+    def comparing(fn, kind):
+        def hook(x, w, *args, **kwargs):
+            y = fn(x, w, *args, **kwargs)
+            k, shape, bx, by = seen[len(rows)]
+            assert (k, shape) == (kind, tuple(w.shape)), (k, shape, kind, w.shape)
+
+            def share(a, b):
+                n = b.shape[-1] - (margin if b.shape[-1] < a.shape[-1] else 0)
+                return (a[..., :n] == b[..., :n]).float().mean().item() if n > 0 else float("nan")
+            rows.append((kind, shape, tuple(x.shape), tuple(bx.shape), share(x, bx), share(y, by)))
+            seen[len(rows) - 1] = None
+            return y
+        return hook
+
+    video = torch.empty(video_shape(frames, g), device=device)
+    try:
+        F.conv2d, F.conv3d = recording(conv2d, "conv2d"), recording(conv3d, "conv3d")
+        decode(z, weights, band, g, video)
+        F.conv2d, F.conv3d = comparing(conv2d, "conv2d"), comparing(conv3d, "conv3d")
+        decode(z, weights, bands.split(g.latent_hw[1], 1)[0], g, video)
+    finally:
+        F.conv2d, F.conv3d = conv2d, conv3d
+    print(f"\nper conv call, band {band.label()} against the whole decode (margin {margin} columns):")
+    print("  call  kind    weight                 whole input -> band input            input =   output =")
+    shown = 0
+    for i, (kind, shape, xs, bxs, sx, sy) in enumerate(rows):
+        if sy < 1 or sx < 1:
+            print(f"  {i:4d}  {kind}  {str(shape):22s} {str(xs[1:]):18s} -> {str(bxs[-2:]):12s} "
+                  f"{100 * sx:7.2f}%  {100 * sy:7.2f}%")
+            shown += 1
+            if shown >= 25:
+                break
+    print(f"  {len(rows)} calls, {sum(1 for r in rows if r[5] >= 1)} with identical outputs")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--cpu", action="store_true")
+    p.add_argument("--frames", type=int, default=3)
+    p.add_argument("--variants", default="as is,F.normalize,deterministic")
+    p.add_argument("--per-op", action="store_true", help="then compare the first band's convs call by call")
+    a = p.parse_args()
+    device = torch.device("cpu" if a.cpu else "cuda")
+    g = spec.TINY if a.cpu else spec.FULL
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    if device.type == "cuda":
+        print(torch.cuda.get_device_name(), "torch", torch.__version__, "cuDNN", torch.backends.cudnn.version())
+    weights = [t.to(torch.bfloat16).float().to(device) for t in synth.weights(g, 0)]
+    z = synth.latents(g, 0, "band-ops", a.frames).to(device)
+    parts = bands.split(g.latent_hw[1], 2, bands.COLUMNS)
+    for name in a.variants.split(","):
+        t0 = time.perf_counter()
+        whole, split = (torch.empty(video_shape(a.frames, g), device=device) for _ in range(2))
+        with variant(name):
+            ws = decode(z, weights, bands.split(g.latent_hw[1], 1)[0], g, whole)
+            outs = [decode(z, weights, b, g, split) for b in parts]
+        print(f"\n{name} ({time.perf_counter() - t0:.1f} s)")
+        for k, band in enumerate(parts):
+            sp = bands.spans(band, g)
+            first = {}
+            for (stage, w), (stage2, y) in zip(ws, outs[k]):
+                assert stage == stage2
+                ref = w.narrow(band.axis, sp[stage][0], sp[stage][1] - sp[stage][0])
+                same = (ref == y).float().mean().item()
+                first.setdefault(stage, []).append(same)
+            print(f"  band {band.label()}: bit-identical share per stage (min over the frames): " +
+                  ", ".join(f"{s}: {100 * min(v):.2f}%" for s, v in sorted(first.items())))
+        d = (whole - split).abs().max().item()
+        same = (whole.half() == split.half()).float().mean().item()
+        print(f"  video: max|d| {d:.3e} (bound {bands.tolerance(whole):.2e}), fp16 identical {100 * same:.4f}%",
+              flush=True)
+        del whole, ws, outs, split
+    if a.per_op:
+        per_op(z[:, :, :2], weights, g, device, min(a.frames, 2))
+
+
+if __name__ == "__main__":
+    main()

@@ -37,8 +37,10 @@ printed. `bench.py --scopes TRACE ...` prints the table of saved traces.
 
 Error maps (harness/maps.py): a call whose video fails the check (every call with --maps) is mapped from the judge's
 copy of out: where the errors are (the worst frame, rows named after the band seams of spec.bands, columns), in the
-console's `where:` line and the JSON's `error_map`. --report DIR draws them and writes DIR/index.html (harness/html.py:
-statuses, A/B verdicts, error maps, rooflines, scope charts, the environment), a static page.
+console's `where:` line and the JSON's `error_map`, and drawn as a PNG (matplotlib, the plot extra; without it the
+console says so) into error-maps/<UTC time>-<pid>/ under the working directory, made when the first is drawn. With
+--report DIR they go into DIR/maps, and DIR/index.html is written (harness/html.py: statuses, A/B verdicts, error
+maps, rooflines, scope charts, the environment), a static page.
 
 Under torchrun (`torchrun --nproc-per-node N bench.py ...`) rank 0 runs the whole bench as above, on the GPUs it
 sees, and the other launched processes wait for it and exit: a judge must own the ranks it judges.
@@ -76,9 +78,7 @@ def parse_args(argv):
     p.add_argument("--profile", metavar="DIR", help="after a workload's calls, profile one more call per rank with "
                                                      "the named scopes on: Chrome traces and a per-scope table in DIR")
     html.add_arguments(p, "workloads")
-    args = p.parse_args(argv)
-    html.check_arguments(p, args)
-    return args
+    return p.parse_args(argv)
 
 
 def plan(args, console, gpus, cpu):
@@ -218,6 +218,8 @@ def bench(args, console):
     out["method"] = {"warmup": args.warmup, "min_reps": args.min_reps, "max_reps": args.max_reps,
                      "time_cap_s": args.time_cap, "stop": "se(median) <= 0.5% of the median",
                      "clock": "the judge's, from before the latents are placed to the last rank's done"}
+    if said := runner.atlas.said():
+        console.print(said, markup=False)
     if args.json:
         tmp = args.json + ".tmp"
         with open(tmp, "w") as f:

@@ -14,8 +14,9 @@ What it checks, beyond bench.py's per-call checks (the same rank processes, judg
   every call: the gate computes their fp32 decode and the release bf16 decode itself, and the allowance from them.
 - Every call's time against the roofline (bounds.bound_of): faster than the hardware allows is impossible.
 
-A failing check's error map (harness/maps.py; every check's with --maps) says where its video is wrong; --report DIR
-writes the checks, their maps and the environment as DIR/index.html.
+A failing check's error map (harness/maps.py; every check's with --maps) says where its video is wrong, and its PNG
+goes into error-maps/<UTC time>-<pid>/ under the working directory (DIR/maps with --report DIR); --report DIR writes
+the checks, their maps and the environment as DIR/index.html.
 """
 import argparse
 import json
@@ -67,9 +68,7 @@ def parse_args(argv):
     p.add_argument("--json", help="write every check here")
     p.add_argument("--junit", help="write JUnit XML here")
     html.add_arguments(p, "checks")
-    args = p.parse_args(argv)
-    html.check_arguments(p, args)
-    return args
+    return p.parse_args(argv)
 
 
 def main(argv=None):
@@ -116,6 +115,8 @@ def main(argv=None):
     verdict = "PASSED" if code == 0 else \
         f"PARTIAL (not run: {', '.join(skipped)})" if code == EXIT["partial"] else \
         f"FAILED ({len(failed)} of {len(checks)} checks)"
+    if gate is not None and (said := gate.atlas.said()):
+        console.print(said, markup=False)
     isolation = gate.run_.isolation if gate is not None and gate.run_ is not None else None
     console.print(f"[bold]ci {os.path.basename(os.path.abspath(args.solution))}: {verdict}[/], exit {code}, "
                   f"isolation: {isolation}, {time.monotonic() - started:.0f} s")

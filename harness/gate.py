@@ -5,8 +5,6 @@ Fresh latents exist nowhere on disk (harness/inputs.py). For each world: --fresh
 every timed shape of the plan, each verified in full against the gate's own decode of them (fp32 on the CPU; on
 GPUs the release bf16 decode, with the allowance widened by the release's own error, or fp32 with --fp32); then
 each stored workload twice, the second time on latents the solution has seen, which must not run much faster."""
-import os
-
 import bounds
 import spec
 from harness import checks, hardware, maps
@@ -31,8 +29,7 @@ class Gate:
         self.peaks = bounds.peaks_for(self.cpu, name)
         self.device = "cpu" if self.cpu else "cuda:0"
         self.run_ = None
-        self.atlas = maps.Atlas(self.geometry, every=args.maps,
-                                folder=os.path.join(args.report, "maps") if args.report else None)
+        self.atlas = maps.Atlas(self.geometry, every=args.maps, report=args.report)
         self.info, self.solution = {}, None     # each world's ranks as they started; the solution described
 
     def audit(self):

@@ -52,12 +52,8 @@ def add_arguments(p, what):
     p.add_argument("--report", metavar="DIR", help="write DIR/index.html, a static report with its pictures beside it "
                                                     "(error maps, roofline, scopes; needs matplotlib)")
     p.add_argument("--maps", action="store_true", help=f"error maps of passing {what} too (failing ones always get "
-                                                       f"one); their pictures go into --report's DIR")
-
-
-def check_arguments(p, args):
-    if args.maps and not args.report:
-        p.error("--maps draws into the report: give --report DIR too")
+                                                       f"one); the pictures go into --report's DIR/maps, else into "
+                                                       f"error-maps/<UTC time>-<pid>/")
 
 
 def esc(x):

@@ -7,8 +7,10 @@ non-finite elements; then the worst frame's |d| (the largest over the colours) a
 of the video. describe() says in words where the errors are: the worst frame (frame 0 is the causal first frame, the
 first latent frame decoded alone; each later latent frame gives four), the rows (named after the seams of the band
 split, spec.video_seams, a rank's band, or an image edge) and the columns. draw() makes one PNG (matplotlib, the plot
-extra). Atlas keeps the worst map of each workload (or check) of a run until it is drawn."""
+extra). Atlas keeps the worst map of each workload (or check) of a run until it is drawn: into the report's DIR/maps,
+or without a report into the run's own error-maps/<UTC time>-<pid>/ under the working directory."""
 import dataclasses
+import datetime
 import math
 import os
 import re
@@ -329,12 +331,22 @@ def draw(m, path, title):
     return path
 
 
+def run_folder(root="error-maps"):
+    """A run's own folder for its pictures, under the working directory: error-maps/<UTC time>-<pid>."""
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return os.path.join(root, f"{stamp}-{os.getpid()}")
+
+
 class Atlas:
     """A run's error maps: which calls get one (those whose figures fail; every call with `every`), the worst kept
-    per key until drawn into `folder` (nothing is drawn without one)."""
+    per key until drawn into `report`/maps, or without a report into run_folder(). The folder is made when its first
+    picture is drawn. A picture that cannot be drawn (no matplotlib, a folder it cannot write to) leaves its words
+    and is counted for said()."""
 
-    def __init__(self, geometry, every=False, folder=None):
-        self.geometry, self.every, self.folder, self.kept = geometry, every, folder, {}
+    def __init__(self, geometry, every=False, report=None):
+        self.geometry, self.every, self.kept = geometry, every, {}
+        self.folder = os.path.join(report, "maps") if report else run_folder()
+        self.drawn, self.undrawn, self.why = [], 0, None
 
     def wanted(self, status):
         return self.every or status != "passed"
@@ -347,14 +359,27 @@ class Atlas:
         return m.summary
 
     def draw(self, key, title):
-        """The worst map of `key`: its summary with `picture` (the PNG's path, or None without a folder), then
+        """The worst map of `key`: its summary with `picture` (the PNG's path, or None where it was not drawn), then
         forgotten; None where no call of `key` was mapped."""
         m = self.kept.pop(key, None)
         if m is None:
             return None
+        stem = re.sub(r"[^A-Za-z0-9._-]+", "_", "-".join(map(str, key if isinstance(key, tuple) else (key,))))
         picture = None
-        if self.folder is not None:
-            os.makedirs(self.folder, exist_ok=True)
-            stem = re.sub(r"[^A-Za-z0-9._-]+", "_", "-".join(map(str, key if isinstance(key, tuple) else (key,))))
-            picture = draw(m, os.path.join(self.folder, f"{stem}.png"), title)
+        why = None if plot.available() else f"drawing {plot.MISSING}"
+        if why is None:
+            try:
+                os.makedirs(self.folder, exist_ok=True)
+                picture = draw(m, os.path.join(self.folder, f"{stem}.png"), title)
+                self.drawn.append(picture)
+            except OSError as e:            # a folder it cannot write to (a read-only working directory)
+                why = str(e)
+        if why:
+            self.undrawn, self.why = self.undrawn + 1, why
         return dict(m.summary, picture=picture)
+
+    def said(self):
+        """The console's line on the run's pictures (where they are; how many were not drawn and why), or None."""
+        parts = [f"{len(self.drawn)} drawn in {self.folder}{os.sep}"] * bool(self.drawn) + \
+            [f"{self.undrawn} not drawn: {self.why}"] * bool(self.undrawn)
+        return "error maps: " + "; ".join(parts) if parts else None

@@ -80,8 +80,7 @@ class Runner:
         self.groups, self.info = {}, {}
         self.device = "cpu" if cpu else "cuda:0"
         self.fresh = Fresh(geometry, self.device)
-        self.atlas = maps.Atlas(geometry, every=args.maps,
-                                folder=os.path.join(args.report, "maps") if args.report else None)
+        self.atlas = maps.Atlas(geometry, every=args.maps, report=args.report)
         self.peaks = bounds.peaks_for(cpu, args.gpu_name)
 
     def group(self, sol, world, frames):

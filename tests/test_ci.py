@@ -12,10 +12,11 @@ CHEATS = os.path.join(ROOT, "tests", "cheats")
 
 
 def gate(env, tmp_path, solution, *args, timeout=900):
+    """ci.py on `solution` (a path from the repository's root) in tmp_path: (the process, its JSON, its JUnit XML)."""
     out = tmp_path / f"ci-{os.path.basename(solution)}.json"
     xml = tmp_path / "ci.xml"
-    p = subprocess.run([sys.executable, os.path.join(ROOT, "ci.py"), solution, "--tiny", "--json", str(out),
-                        "--junit", str(xml), *args], cwd=ROOT, env=env, capture_output=True, text=True,
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "ci.py"), os.path.join(ROOT, solution), "--tiny", "--json",
+                        str(out), "--junit", str(xml), *args], cwd=tmp_path, env=env, capture_output=True, text=True,
                        timeout=timeout)
     report = json.loads(out.read_text())
     assert report["exit_code"] == p.returncode
@@ -85,6 +86,12 @@ def test_cheat_fails_for_its_reason(tiny_data, tmp_path, cheat):
     assert check in fails, (fails, p.stdout[-2000:])
     assert fails[check][0] == status and phrase in fails[check][1], fails[check]
     assert p.returncode == code, fails
+    # The mapped checks' pictures, in a folder of the run's own under its working directory (none: no folder).
+    pictures = sorted(str(f.relative_to(tmp_path)) for f in tmp_path.glob("error-maps/*/*.png"))
+    assert pictures == sorted(c["error_map"]["picture"] for c in report["checks"] if c.get("error_map")), pictures
+    assert (tmp_path / "error-maps").exists() == bool(pictures)
+    if phrase.startswith(("max|d|", "rms(d)", "not finite")):          # failed on its figures: mapped
+        assert next(c for c in report["checks"] if c["name"] == check)["error_map"]["picture"] in pictures
 
 
 def test_audit_findings_are_reported_beside_the_dynamic_checks(tiny_data, tmp_path):

@@ -1,6 +1,8 @@
 """Error maps (harness/maps.py) on the CPU: they put the error where a broken fixture put it (a wrong seam row at
-world 2 and 4, a shifted frame), say so in words, and call an honest decode's error spread."""
+world 2 and 4, a shifted frame), say so in words, and call an honest decode's error spread; the pictures go into a
+folder of the run's own, made only when one is drawn, and their words stay where matplotlib is missing."""
 import os
+import re
 
 import pytest
 import torch
@@ -8,7 +10,7 @@ import torch
 import loader
 import reference
 import spec
-from harness import checks, maps
+from harness import checks, maps, plot
 from helpers import random_weights
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -80,6 +82,28 @@ def test_non_finite_elements_are_located_first(decode):
     assert m["rows"] == [[56, 63]] and m["columns"] == [[10, 19]], m
     assert m["words"].startswith("240 elements not finite; non-finite elements concentrate on rows 56-63 = the bottom "
                                  "edge, columns 10-19"), m["words"]
+
+
+def test_the_pictures_go_into_a_folder_of_the_run(decode, tmp_path, monkeypatch):
+    """Without a report: error-maps/<UTC time>-<pid>/ under the working directory, made with its first picture;
+    without matplotlib a map keeps its words, and said() names what is missing."""
+    z, w, ref, allow = decode
+    monkeypatch.chdir(tmp_path)
+    assert maps.Atlas(spec.TINY, report="r").folder == os.path.join("r", "maps")
+    atlas = maps.Atlas(spec.TINY)
+    assert re.fullmatch(r"error-maps/\d{8}-\d{6}-\d+", atlas.folder), atlas.folder
+    out = reference.decode_bf16(z, w)
+    out[:, :, 1] += 0.5
+    for key in ("a", "b"):
+        atlas.take(key, out, ref, "cpu", allow, 1)
+    assert atlas.said() is None and not os.path.exists("error-maps")      # nothing drawn yet: no folder
+    monkeypatch.setattr(plot, "available", lambda: False)                  # no matplotlib: the words, no picture
+    m = atlas.draw("a", "a")
+    assert m["picture"] is None and "worst frame 1" in m["words"] and not os.path.exists("error-maps")
+    monkeypatch.setattr(plot, "available", lambda: True)
+    picture = atlas.draw("b", "b")["picture"]
+    assert picture == os.path.join(atlas.folder, "b.png") and os.path.isfile(picture)
+    assert atlas.said() == f"error maps: 1 drawn in {atlas.folder}/; 1 not drawn: drawing {plot.MISSING}"
 
 
 def test_frame_words_and_concentrations():

@@ -1,6 +1,7 @@
 """`bench.py --report DIR` and `ci.py --report DIR`: a tiny run of a passing and a deliberately wrong solution, its
 error maps where the fixture put the error, and the page rendered in headless Chromium (Debian's `chromium`, which
-.ci/run installs): every picture loaded, the tables there, not a blank page; a picture taken away is noticed."""
+.ci/run installs): every picture loaded, the tables there, not a blank page; a picture taken away is noticed. Without
+--report the maps go into a folder of the run's own, and without matplotlib only their pictures are missing."""
 import json
 import os
 import re
@@ -19,8 +20,8 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
-def run(env, script, *args, timeout=600):
-    return subprocess.run([sys.executable, os.path.join(ROOT, script), "--tiny", *args], cwd=ROOT, env=env,
+def run(env, script, *args, timeout=600, cwd=ROOT):
+    return subprocess.run([sys.executable, os.path.join(ROOT, script), "--tiny", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -107,9 +108,25 @@ def test_bench_page_of_a_timed_run_in_a_new_folder(bench_report, tmp_path):
     assert 'src="roofline-reference.png"' in open(index).read()
 
 
+def test_maps_without_a_report_go_into_a_folder_of_the_run(tiny_data, tmp_path):
+    """Without --report a failing call's map is drawn into error-maps/<UTC time>-<pid>/ under the working directory,
+    which the JSON's `picture` and the console name; a passing run without --maps makes no folder."""
+    p = run(tiny_data, "bench.py", os.path.join(ROOT, "solutions", "reference"), "--workloads", "f1x1", cwd=tmp_path)
+    assert p.returncode == 0 and not (tmp_path / "error-maps").exists(), p.stdout[-3000:] + p.stderr[-3000:]
+    p = run(tiny_data, "bench.py", os.path.join(BROKEN, "shifted_frame.py"), "--workloads", "f5x1", "--json", "r.json",
+            cwd=tmp_path)
+    assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-3000:]
+    m = json.loads((tmp_path / "r.json").read_text())["workloads"]["f5x1"]["error_map"]
+    folder, = (tmp_path / "error-maps").iterdir()
+    assert re.fullmatch(r"\d{8}-\d{6}-\d+", folder.name) and m["worst_frame"] == 1, (folder, m)
+    assert m["picture"] == f"error-maps/{folder.name}/shifted_frame-f5x1.png"
+    assert (tmp_path / m["picture"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"error maps: 1 drawn in error-maps/{folder.name}/" in p.stdout
+
+
 def test_report_flags_say_what_they_need(tiny_data, tmp_path):
-    p = run(tiny_data, "bench.py", "solutions/reference", "--maps")
-    assert p.returncode == 2 and "--maps draws into the report: give --report DIR too" in p.stderr
+    """Without matplotlib --report is refused; without --report the maps' words still come, and the console says
+    that the pictures were not drawn and what is missing."""
     blocker = tmp_path / "matplotlib"       # an environment without the plot extra
     blocker.mkdir()
     (blocker / "__init__.py").write_text("raise ImportError('not installed')\n")
@@ -118,6 +135,13 @@ def test_report_flags_say_what_they_need(tiny_data, tmp_path):
         p = run(env, script, "solutions/reference", "--report", str(tmp_path / "r"))
         assert p.returncode in (2, 4) and "--report needs matplotlib (the plot extra)" in p.stderr, p.stderr[-2000:]
         assert not (tmp_path / "r").exists()
+    p = run(env, "bench.py", os.path.join(BROKEN, "shifted_frame.py"), "--workloads", "f5x1", "--json", "r.json",
+            cwd=tmp_path)
+    assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-3000:]
+    m = json.loads((tmp_path / "r.json").read_text())["workloads"]["f5x1"]["error_map"]
+    assert m["picture"] is None and "worst frame 1" in m["words"] and "where: " in p.stdout
+    assert "error maps: 1 not drawn: drawing needs matplotlib (the plot extra)" in p.stdout
+    assert not (tmp_path / "error-maps").exists()
 
 
 @pytest.mark.slow

@@ -122,12 +122,47 @@ def per_op(z, weights, g, device, frames, margin=16):
     print(f"  {len(rows)} calls, {sum(1 for r in rows if r[5] >= 1)} with identical outputs")
 
 
+def plain(z, weights, g, parts, where):
+    """Whole and split through bands.decode exactly as the data maker's workers call it (no recording), the videos
+    on `where`: their max|d| and fp16 identity."""
+    whole, split = (torch.empty(video_shape(z.shape[2], g), device=where) for _ in range(2))
+    bands.decode(z, weights, bands.split(g.latent_hw[1], 1)[0], whole)
+    for b in parts:
+        bands.decode(z, weights, b, b.of(split))
+    same = (whole.half() == split.half()).float().mean().item()
+    print(f"\nbands.decode, videos on {where}: max|d| {(whole - split).abs().max().item():.3e}, "
+          f"fp16 identical {100 * same:.4f}%", flush=True)
+
+
+def check_in_process(device, g):
+    """data.check.run with its tasks run one after another in this process (data.decode.run, as a worker runs
+    them) instead of in a spawned worker per GPU."""
+    from data import check, decode, tasks
+
+    def execute(todo, devices, context, handle):
+        state = {}
+        for task in todo:
+            handle(("start", str(device), task))
+            info = decode.run(task, device, context, state, handle)
+            handle(("done", str(device), task, info))
+    saved, tasks.execute = tasks.execute, execute
+    try:
+        print("\ndata.check.run, its tasks in this process:")
+        check.run(g, [device])
+    finally:
+        tasks.execute = saved
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cpu", action="store_true")
     p.add_argument("--frames", type=int, default=3)
     p.add_argument("--variants", default="as is,F.normalize,deterministic")
     p.add_argument("--per-op", action="store_true", help="then compare the first band's convs call by call")
+    p.add_argument("--plain", action="store_true", help="then whole and split as the data maker's workers decode")
+    p.add_argument("--check", action="store_true", help="then data.check.run with its tasks in this process")
+    p.add_argument("--check-variant", default="as is", help="the variant that --check runs under")
+    p.add_argument("--repeat", action="store_true", help="first the whole decode three times, each against the first")
     a = p.parse_args()
     device = torch.device("cpu" if a.cpu else "cuda")
     g = spec.TINY if a.cpu else spec.FULL
@@ -138,7 +173,16 @@ def main():
     weights = [t.to(torch.bfloat16).float().to(device) for t in synth.weights(g, 0)]
     z = synth.latents(g, 0, "band-ops", a.frames).to(device)
     parts = bands.split(g.latent_hw[1], 2, bands.COLUMNS)
-    for name in a.variants.split(","):
+    if a.repeat:
+        videos = []
+        for k in range(3):
+            videos.append(torch.empty(video_shape(a.frames, g), device=device))
+            bands.decode(z, weights, bands.split(g.latent_hw[1], 1)[0], videos[-1])
+        for k in (1, 2):
+            same = (videos[0] == videos[k]).float().mean().item()
+            print(f"whole decode {k + 1} of this process against its first: bit-identical {100 * same:.4f}%")
+        del videos
+    for name in filter(None, a.variants.split(",")):
         t0 = time.perf_counter()
         whole, split = (torch.empty(video_shape(a.frames, g), device=device) for _ in range(2))
         with variant(name):
@@ -160,6 +204,15 @@ def main():
         print(f"  video: max|d| {d:.3e} (bound {bands.tolerance(whole):.2e}), fp16 identical {100 * same:.4f}%",
               flush=True)
         del whole, ws, outs, split
+    if a.plain:
+        parts = bands.split(g.latent_hw[1], 2, bands.COLUMNS)
+        for where in (device, torch.device("cpu")):
+            plain(z, weights, g, parts, where)
+        z2 = synth.latents(g, 0, "check", a.frames).to(device)
+        plain(z2, weights, g, parts, device)
+    if a.check:
+        with variant(a.check_variant):
+            check_in_process(device, g)
     if a.per_op:
         per_op(z[:, :, :2], weights, g, device, min(a.frames, 2))
 

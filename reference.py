@@ -19,6 +19,7 @@ chunk (at most CACHE_T, taken before padding). A name that is absent means no ch
 """
 import contextlib
 import os
+import threading
 
 import torch
 import torch.nn.functional as F
@@ -69,17 +70,18 @@ def _path(name):
     return "/".join(out)
 
 
-_FIXED_ORDER = False     # rms_norm's channel sums in a fixed order: set by decode_fp32 (fixed_order_norms)
+# rms_norm's channel sums in a fixed order, set by decode_fp32 (fixed_order_norms) for its own thread only: the data
+# maker's CPU workers are threads, and one's decode_fp32 must not change another's decode.
+_THREAD = threading.local()
 
 
 @contextlib.contextmanager
 def fixed_order_norms():
-    global _FIXED_ORDER
-    saved, _FIXED_ORDER = _FIXED_ORDER, True
+    saved, _THREAD.fixed_order = getattr(_THREAD, "fixed_order", False), True
     try:
         yield
     finally:
-        _FIXED_ORDER = saved
+        _THREAD.fixed_order = saved
 
 
 @contextlib.contextmanager
@@ -111,7 +113,7 @@ def rms_norm(x, gamma):
     + 0.0, in that order (fusing the two scales changes the bits). Under fixed_order_norms the norm is channel_norm,
     clamped and divided as F.normalize does."""
     wide = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
-    if _FIXED_ORDER:
+    if getattr(_THREAD, "fixed_order", False):
         n = (wide / channel_norm(wide).clamp_min(1e-12)).to(x.dtype)
     else:
         n = F.normalize(wide, dim=1).to(x.dtype)

@@ -109,7 +109,8 @@ class Group:
             setup = {"rank": r, "world": world, "geometry": geometry.name, "device": "cpu" if cpu else "cuda",
                      "solution": os.path.abspath(solution.path), "buffers": blobs[r], "frames": sorted(frames),
                      "sandbox": lock, "scratch": scratch}
-            p = subprocess.Popen([sys.executable, "-m", "harness.rank", str(cmd_r), str(res_w)], env=env,
+            # the run's folder on the command line only names the run in `ps` (a rank ignores it)
+            p = subprocess.Popen([sys.executable, "-m", "harness.rank", str(cmd_r), str(res_w), run.folder], env=env,
                                  pass_fds=(cmd_r, res_w), stdout=log, stderr=subprocess.STDOUT,
                                  stdin=subprocess.DEVNULL, start_new_session=True, cwd=scratch)
             os.close(cmd_r)

@@ -217,7 +217,7 @@ def _short(e):
 
 
 def main():
-    cmd_fd, res_fd = int(sys.argv[1]), int(sys.argv[2])
+    cmd_fd, res_fd = int(sys.argv[1]), int(sys.argv[2])     # argv[3], the run's folder, is for `ps` only
     rank = None
     try:
         rank = Rank(cmd_fd, res_fd)

@@ -20,16 +20,19 @@ def bench(env, *args, timeout=600):
     return p
 
 
-def ranks():
+def ranks(tmpdir):
+    """The rank processes (and whatever they forked) of runs whose folder is under `tmpdir`: a rank's command line
+    names its run's folder, which bench makes under its TMPDIR, so other runs on the machine are not counted."""
     out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-    return {line.split()[0] for line in out.splitlines() if "-m harness.rank" in line}
+    return {line.split()[0] for line in out.splitlines() if "-m harness.rank" in line and f" {tmpdir}/" in line}
 
 
 @pytest.fixture
-def leftover_workers():
-    """The rank processes started since the test began that are still alive (another run's are not this one's)."""
-    before = ranks()
-    return lambda: ranks() - before
+def run_tmp(tmp_path):
+    """A TMPDIR for the test's bench runs, and a function listing their rank processes still alive."""
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    return str(folder), lambda: ranks(folder)
 
 
 @pytest.mark.parametrize("solution, workload, status, reason", [
@@ -43,9 +46,10 @@ def leftover_workers():
     ("build_error", "f5x1", "build error", "building broken_ext failed"),
     ("misspelt.py", "f5x1", "load error", "no `run"),
 ])
-def test_broken_solutions_are_reported(tiny_data, tmp_path, solution, workload, status, reason, leftover_workers):
+def test_broken_solutions_are_reported(tiny_data, tmp_path, solution, workload, status, reason, run_tmp):
     out = tmp_path / "r.json"
-    env = dict(tiny_data, WAN_BUILD_DIR=str(tmp_path / "build"))
+    tmpdir, leftover_workers = run_tmp
+    env = dict(tiny_data, WAN_BUILD_DIR=str(tmp_path / "build"), TMPDIR=tmpdir)
     p = bench(env, os.path.join(BROKEN, solution), "--workloads", f"{workload},f1x1", "--json", str(out),
               "--timeout-scale", "0.01" if solution == "hangs.py" else "0.03", timeout=300)
     assert p.returncode == 1, p.stdout + p.stderr
@@ -133,13 +137,15 @@ def test_worst_status_wins_and_keeps_every_reason():
 
 
 @pytest.mark.slow
-def test_runs_under_torchrun(tiny_data, tmp_path, leftover_workers):
+def test_runs_under_torchrun(tiny_data, tmp_path, run_tmp):
     """The same command under torchrun's launcher: its rank 0 runs the whole bench (it judges ranks of its own), the
     other launched processes wait and exit."""
     out = tmp_path / "r.json"
+    tmpdir, leftover_workers = run_tmp
     p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "4",
                         os.path.join(ROOT, "bench.py"), "solutions/reference", "--tiny", "--workloads", "f5x4,f5x1",
-                        "--json", str(out)], cwd=ROOT, env=dict(tiny_data, OMP_NUM_THREADS="1"), capture_output=True,
+                        "--json", str(out)], cwd=ROOT, env=dict(tiny_data, OMP_NUM_THREADS="1", TMPDIR=tmpdir),
+                       capture_output=True,
                        text=True, timeout=300)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     report = json.loads(out.read_text())

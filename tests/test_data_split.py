@@ -273,3 +273,39 @@ def test_whole_set_over_three_simulated_workers(tmp_path, monkeypatch, one_threa
                 figures = check.compare(whole[:, :, :ref.shape[2]], ref)
                 assert figures["max_abs"] <= figures["tolerance"] + 2 ** -12, (c, figures)   # + fp16's rounding
                 assert figures["fp16_identical"] >= check.MIN_FP16_IDENTICAL, (c, figures)
+
+
+def test_channel_norm_is_the_2_norm_in_an_order_that_ignores_the_shape():
+    """reference.channel_norm: F.normalize's norm within rounding (fp64 against an fp64 norm), odd channel counts
+    included; its value at a position is the same bits whatever else the tensor holds (a column band of it)."""
+    for c in (1, 5, 64, 1000):
+        x = torch.randn(2, c, 3, 4, 7, dtype=torch.float64, generator=torch.Generator().manual_seed(c))
+        assert torch.allclose(reference.channel_norm(x), x.norm(dim=1, keepdim=True), rtol=1e-13, atol=0)
+    x = torch.randn(1, 512, 2, 9, 40, generator=torch.Generator().manual_seed(1))
+    assert torch.equal(reference.channel_norm(x[..., 7:23].contiguous()), reference.channel_norm(x)[..., 7:23])
+
+
+def test_fixed_order_norms_hold_for_their_own_thread_only():
+    """decode_fp32's fixed order changes rms_norm's bits in its thread (so the switch does something) and never in
+    another thread: the data maker's CPU workers are threads, and reference.decode beside them stays diffusers'."""
+    import threading
+    x = torch.randn(1, 1024, 1, 16, 16, generator=torch.Generator().manual_seed(2))
+    gamma = torch.rand(1024, 1, 1, 1, generator=torch.Generator().manual_seed(3)) + 0.5
+    plain = reference.rms_norm(x, gamma)
+    with reference.fixed_order_norms():
+        fixed = reference.rms_norm(x, gamma)
+    assert not torch.equal(fixed, plain) and torch.allclose(fixed, plain, rtol=1e-5, atol=1e-6)
+    inside, release = threading.Event(), threading.Event()
+
+    def hold():
+        with reference.fixed_order_norms():
+            inside.set()
+            release.wait(30)
+    t = threading.Thread(target=hold)
+    t.start()
+    try:
+        assert inside.wait(30)
+        assert torch.equal(reference.rms_norm(x, gamma), plain)
+    finally:
+        release.set()
+        t.join()

@@ -167,15 +167,16 @@ def run(z, weights, rank, world, pg, out):
     os.wait()
     reference.run(z, weights, rank, world, pg, out)
 ''')
-    before = set(os.listdir("/tmp"))
+    tmpdir = tmp_path / "tmp"      # the run's folder goes here, and its ranks' command lines name it
+    tmpdir.mkdir()
     out = tmp_path / "r.json"
     p = subprocess.run([sys.executable, "bench.py", str(sol), "--tiny", "--workloads", "f1x1", "--json", str(out)],
-                       cwd=ROOT, env=tiny_data, capture_output=True, text=True, timeout=300)
+                       cwd=ROOT, env=dict(tiny_data, TMPDIR=str(tmpdir)), capture_output=True, text=True, timeout=300)
     rec = json.loads(out.read_text())["workloads"]["f1x1"]
     assert rec["status"] == "tampering" and "processes left running" in rec["reason"], rec
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    assert "harness.rank" not in ps, ps
-    assert not [n for n in set(os.listdir("/tmp")) - before if n.startswith("wan-run-")]
+    assert not [line for line in ps.splitlines() if "harness.rank" in line and f" {tmpdir}/" in line], ps
+    assert not [n for n in os.listdir(tmpdir) if n.startswith("wan-run-")]
 
 
 @pytest.mark.slow

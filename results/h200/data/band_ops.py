@@ -161,6 +161,8 @@ def main():
     p.add_argument("--per-op", action="store_true", help="then compare the first band's convs call by call")
     p.add_argument("--plain", action="store_true", help="then whole and split as the data maker's workers decode")
     p.add_argument("--check", action="store_true", help="then data.check.run with its tasks in this process")
+    p.add_argument("--hog", type=float, default=0.0, help="GiB held on the device from the start (less room for "
+                   "cuDNN's workspaces)")
     p.add_argument("--check-variant", default="as is", help="the variant that --check runs under")
     p.add_argument("--repeat", action="store_true", help="first the whole decode three times, each against the first")
     a = p.parse_args()
@@ -170,6 +172,7 @@ def main():
     torch.backends.cudnn.allow_tf32 = False
     if device.type == "cuda":
         print(torch.cuda.get_device_name(), "torch", torch.__version__, "cuDNN", torch.backends.cudnn.version())
+    hog = torch.empty(int(a.hog * 2 ** 30), dtype=torch.uint8, device=device) if a.hog else None  # noqa: F841
     weights = [t.to(torch.bfloat16).float().to(device) for t in synth.weights(g, 0)]
     z = synth.latents(g, 0, "band-ops", a.frames).to(device)
     parts = bands.split(g.latent_hw[1], 2, bands.COLUMNS)

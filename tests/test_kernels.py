@@ -49,8 +49,10 @@ def test_the_twins_run_without_the_interpreter():
     assert all(truth <= 1e-5 for _, truth, _ in rows.values()), rows
 
 
+@pytest.mark.slow
 def test_baseline_with_its_kernels_equals_the_reference():
-    """The whole decode with the Triton kernels (interpreted) against reference.decode, tiny geometry, fp32."""
+    """The whole decode with the Triton kernels (interpreted) against reference.decode, tiny geometry, fp32 (slow
+    tier: 13 s; the default tier checks each kernel against its twin and the baseline's decode without them)."""
     rows = _checks("decode")
     twin, truth, used = rows["decode"]
     assert used and truth < 1e-4, rows

@@ -12,8 +12,17 @@ identical: on one GPU, in one process, the full geometry's first latent frames d
 
 Per variant and stage: the share of each band's values bit-identical to the same values of the whole decode, then
 the video's max|d| and the share of fp16 roundings identical (what `python -m data.make --check` asks: 99.99%).
+Keeping a copy of every stage's activations fills memory, and cuDNN runs another engine where a workspace cannot be
+allocated: the variants' figures are those of a process short of memory. The other steps keep nothing:
+- --plain: whole and split through bands.decode as the data maker's workers call it (videos on the GPU, then the CPU,
+  then on the check's latents);
+- --check: data.check.run with its tasks in this process (--check-variant: under which variant);
+- --repeat (first): the whole decode three times, each against the first;
+- --hog GiB (first): hold that much of the GPU from the start, leaving less room for cuDNN's workspaces;
+- --per-op: bit-exact digests of every conv call's input and output, band against whole: the calls whose input agrees
+  and output does not.
 
-    python results/h200/data/band_ops.py [--frames 3] [--per-op]   # a minute or two on one H200; --cpu: tiny
+    python results/h200/data/band_ops.py [--variants ""] [--frames 3] [--plain] [--per-op] [--hog 110]   # --cpu: tiny
 """
 import argparse
 import contextlib
@@ -72,32 +81,31 @@ def decode(z, weights, band, geometry, video):
 
 def per_op(z, weights, g, device, frames, margin=16):
     """The first band (its columns start at the image's left edge, so a band column is the whole decode's column)
-    decoded with every conv recorded, then the whole decode compared call by call: per conv call, the share of
-    bit-identical values of its input and its output over the band's columns less `margin` at the cut edge (where
-    the band's zero padding spoils a column per conv). The first call whose input is identical and output is not
-    is an op whose result depends on the width it runs over."""
+    decoded with a bit-exact digest of every conv call's input and output kept (no copies: holding copies changes
+    which cuDNN engines can get their workspace), then the whole decode with the same digests over the same columns:
+    the band's columns less `margin` at the cut edge, where its zero padding spoils a column per conv. A call whose
+    input digest agrees and output digest does not is an op whose result depends on the width it runs over."""
     band = bands.split(g.latent_hw[1], 2, bands.COLUMNS)[0]
     conv2d, conv3d = F.conv2d, F.conv3d
     seen, rows = [], []
 
+    def digest(t, n):
+        return t[..., :n].contiguous().view(torch.int32).to(torch.int64).sum().item() if n > 0 else None
+
     def recording(fn, kind):
         def hook(x, w, *args, **kwargs):
             y = fn(x, w, *args, **kwargs)
-            seen.append((kind, tuple(w.shape), x.clone(), y.clone()))
+            nx, ny = x.shape[-1] - margin, y.shape[-1] - margin
+            seen.append((kind, tuple(w.shape), tuple(x.shape), nx, ny, digest(x, nx), digest(y, ny)))
             return y
         return hook
 
     def comparing(fn, kind):
         def hook(x, w, *args, **kwargs):
             y = fn(x, w, *args, **kwargs)
-            k, shape, bx, by = seen[len(rows)]
+            k, shape, bxs, nx, ny, dx, dy = seen[len(rows)]
             assert (k, shape) == (kind, tuple(w.shape)), (k, shape, kind, w.shape)
-
-            def share(a, b):
-                n = b.shape[-1] - (margin if b.shape[-1] < a.shape[-1] else 0)
-                return (a[..., :n] == b[..., :n]).float().mean().item() if n > 0 else float("nan")
-            rows.append((kind, shape, tuple(x.shape), tuple(bx.shape), share(x, bx), share(y, by)))
-            seen[len(rows) - 1] = None
+            rows.append((kind, shape, tuple(x.shape), bxs, digest(x, nx) == dx, digest(y, ny) == dy))
             return y
         return hook
 
@@ -109,17 +117,14 @@ def per_op(z, weights, g, device, frames, margin=16):
         decode(z, weights, bands.split(g.latent_hw[1], 1)[0], g, video)
     finally:
         F.conv2d, F.conv3d = conv2d, conv3d
-    print(f"\nper conv call, band {band.label()} against the whole decode (margin {margin} columns):")
-    print("  call  kind    weight                 whole input -> band input            input =   output =")
-    shown = 0
-    for i, (kind, shape, xs, bxs, sx, sy) in enumerate(rows):
-        if sy < 1 or sx < 1:
-            print(f"  {i:4d}  {kind}  {str(shape):22s} {str(xs[1:]):18s} -> {str(bxs[-2:]):12s} "
-                  f"{100 * sx:7.2f}%  {100 * sy:7.2f}%")
-            shown += 1
-            if shown >= 25:
-                break
-    print(f"  {len(rows)} calls, {sum(1 for r in rows if r[5] >= 1)} with identical outputs")
+    print(f"\nper conv call, band {band.label()} against the whole decode (margin {margin} columns), the calls whose "
+          f"input agrees and output does not:")
+    print("  call  kind    weight                 whole input -> band input")
+    for i, (kind, shape, xs, bxs, same_x, same_y) in enumerate(rows):
+        if same_x and not same_y:
+            print(f"  {i:4d}  {kind}  {str(shape):22s} {str(xs[1:]):18s} -> {str(bxs[-2:])}")
+    print(f"  {len(rows)} calls: {sum(r[5] for r in rows)} outputs agree, {sum(r[4] for r in rows)} inputs agree",
+          flush=True)
 
 
 def plain(z, weights, g, parts, where):
@@ -158,7 +163,7 @@ def main():
     p.add_argument("--cpu", action="store_true")
     p.add_argument("--frames", type=int, default=3)
     p.add_argument("--variants", default="as is,F.normalize,deterministic")
-    p.add_argument("--per-op", action="store_true", help="then compare the first band's convs call by call")
+    p.add_argument("--per-op", action="store_true", help="then compare the first band's convs call by call (digests)")
     p.add_argument("--plain", action="store_true", help="then whole and split as the data maker's workers decode")
     p.add_argument("--check", action="store_true", help="then data.check.run with its tasks in this process")
     p.add_argument("--hog", type=float, default=0.0, help="GiB held on the device from the start (less room for "

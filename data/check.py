@@ -46,20 +46,12 @@ def run(geometry, devices, out=None, frames=CHECK_FRAMES, seed=0, axis=bands.COL
             todo += refs.decode_tasks(ids, name, frames, bands.split(extent, count, axis), latents,
                                       {"fp32": files[name]}, g)
 
-        def handle(msg):
-            if msg[0] == "start":
-                out.begin(msg[1], msg[2])
-            elif msg[0] == "progress":
-                out.advance(msg[1], msg[2])
-            elif msg[0] == "done":
-                out.finished(msg[1], msg[2])
-
         where = ", ".join(map(str, devices)) if devices[0].type == "cuda" else f"{len(devices)} simulated CPU workers"
         out.note(f"checking the band split: {frames} latent frames of the {g.name} geometry, whole and in {n} bands, "
                  f"on {where}")
         out.start(todo, "the check")
         try:
-            tasks.execute(todo, devices, {"weights_from": ("bf16", weights), "geometry": g}, handle)
+            tasks.execute(todo, devices, {"weights_from": ("bf16", weights), "geometry": g}, out.show)
         finally:
             out.stop()
         shape = decode.video_shape(frames, g)

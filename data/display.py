@@ -35,6 +35,16 @@ class Display:
         self.whole = self.progress.add_task(f"{title}:", total=self.total, detail=f"0/{len(tasks)} decodes")
         self.progress.start()
 
+    def show(self, msg):
+        """Show one of tasks.execute's messages ("start", "progress", "done"); others are the caller's."""
+        kind = msg[0]
+        if kind == "start":
+            self.begin(msg[1], msg[2])
+        elif kind == "progress":
+            self.advance(msg[1], msg[2])
+        elif kind == "done":
+            self.finished(msg[1], msg[2])
+
     def begin(self, worker, task):
         self.running[task.id] = worker
         if self.progress is None:

@@ -55,17 +55,13 @@ def make(jobs, geometry, root, weights_from, devices, bands, out, on_ref, on_cal
             todo += mine
 
         def handle(msg):
-            if msg[0] == "start":
-                out.begin(msg[1], msg[2])
-            elif msg[0] == "progress":
-                out.advance(msg[1], msg[2])
-            elif msg[0] == "ref":
+            out.show(msg)
+            if msg[0] == "ref":
                 on_ref(msg[1], msg[2])
             elif msg[0] == "calibration":
                 on_calibration(msg[2])
             elif msg[0] == "done":
                 _, worker, task, info = msg
-                out.finished(worker, task)
                 if task.kind != "finish":
                     records.append((task, worker, info))
                     return finishing(task, info)

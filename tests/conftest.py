@@ -1,5 +1,6 @@
 """Shared fixtures. The repository root is importable (spec, reference, loader, bench ...) from every test."""
 import os
+import shutil
 import subprocess
 import sys
 
@@ -18,3 +19,10 @@ def tiny_data(tmp_path_factory):
     subprocess.run([sys.executable, "-m", "data.make", "--tiny"], cwd=ROOT, env=env, check=True, capture_output=True,
                    timeout=900)
     return env
+
+
+def private_copy(data, tmp_path, monkeypatch):
+    """A private copy of a made data set's folder, as $DATA (for tests that change it): its tiny geometry's folder."""
+    shutil.copytree(data, tmp_path / "data")
+    monkeypatch.setenv("DATA", str(tmp_path / "data"))
+    return tmp_path / "data" / "tiny"

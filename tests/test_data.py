@@ -11,13 +11,13 @@ import math
 import os
 import pathlib
 import re
-import shutil
 
 import pytest
 import torch
 
 import reference
 import spec
+from conftest import private_copy
 from data import checkpoint, make, store, synth
 
 G = spec.TINY
@@ -57,9 +57,7 @@ def full_seed0(tmp_path_factory):
 @pytest.fixture
 def copy_of_small(small, tmp_path, monkeypatch):
     """A private copy of the f17 data set, as $DATA, for tests that change it."""
-    shutil.copytree(small, tmp_path / "data")
-    monkeypatch.setenv("DATA", str(tmp_path / "data"))
-    return tmp_path / "data" / "tiny"
+    return private_copy(small, tmp_path, monkeypatch)
 
 
 def mtimes(folder):
@@ -479,13 +477,11 @@ def test_latents_import(small, tmp_path, monkeypatch, capsys):
     src.mkdir()
     z = synth.latents(G, 3, "row_000168")
     torch.save({"latents": z}, src / "latents_row_000168.pt")
-    shutil.copytree(small, tmp_path / "data")
-    monkeypatch.setenv("DATA", str(tmp_path / "data"))
+    folder = private_copy(small, tmp_path, monkeypatch)
     assert run("--clips", "f5", "--latents", str(src)) == 0
     assert "remaking latents_row_000168.pt: made from another recipe" in capsys.readouterr().out
     assert torch.equal(spec.load_latents("row_000168", G), z)
-    assert (tmp_path / "data" / "tiny" / "latents_row_000168.pt").read_bytes() == \
-        (src / "latents_row_000168.pt").read_bytes()
+    assert (folder / "latents_row_000168.pt").read_bytes() == (src / "latents_row_000168.pt").read_bytes()
     torch.save({"latents": z[:, :, :100]}, src / "latents_row_000168.pt")
     assert run("--clips", "f5", "--latents", str(src)) == 1
     err = capsys.readouterr().err

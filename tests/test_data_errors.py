@@ -2,12 +2,12 @@
 traceback, none of torch's or safetensors' own text), exit code 1, and the existing data set left as it was, every
 file's bytes and times. Each case on a private copy of one small data set (f1, seed 0: the cheapest)."""
 import os
-import shutil
 
 import pytest
 import torch
 
 import spec
+from conftest import private_copy
 from data import make, synth
 
 G = spec.TINY
@@ -27,9 +27,7 @@ def small(tmp_path_factory):
 
 @pytest.fixture
 def data(small, tmp_path, monkeypatch):
-    shutil.copytree(small, tmp_path / "data")
-    monkeypatch.setenv("DATA", str(tmp_path / "data"))
-    return tmp_path / "data" / "tiny"
+    return private_copy(small, tmp_path, monkeypatch)
 
 
 def snapshot(folder):

@@ -10,12 +10,16 @@ import spec
 from helpers import ROOT, baseline, random_weights
 
 
-@pytest.mark.parametrize("chunk", [1, 3])
-def test_decode_equals_the_reference_in_fp32(monkeypatch, chunk):
+@pytest.mark.parametrize("chunk,by_frame", [(1, False), (3, False), (3, True)])
+def test_decode_equals_the_reference_in_fp32(monkeypatch, chunk, by_frame):
     """Mathematically equal: in fp32 the baseline differs from the reference by rounding only, with one latent
-    frame per pass (the default) and with several (a full chunk, a partial last one)."""
+    frame per pass (the default) and with several (a full chunk, a partial last one); and with the resamples' phase
+    convs and the top level's blocks one frame at a time (PHASE_BYTES and TOP_BYTES 1)."""
     m = baseline()
     monkeypatch.setattr(m, "CHUNK", chunk)
+    if by_frame:
+        monkeypatch.setattr(m, "PHASE_BYTES", 1)
+        monkeypatch.setattr(m, "TOP_BYTES", 1)
     w = random_weights()
     for t in (1, 2, 5, 6):   # T = 1; T = 2; with chunk 3: one full chunk plus one frame; a partial last chunk
         z = torch.randn(1, 8, t, *spec.TINY.latent_hw, generator=torch.Generator().manual_seed(t))
@@ -41,6 +45,41 @@ def test_phase_weights_equal_upsample_then_conv():
             k = 2 * i + j
             got[:, :, i::2, j::2] = p[:, 4 * k:4 * k + 4, i:i + 5, j:j + 7]
     assert (got - want).abs().max().item() < 1e-12
+
+
+def _storage_bytes(tensors):
+    return sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}.values())
+
+
+@pytest.mark.parametrize("triton", [False, True])
+def test_prepare_drops_what_run_does_not_read(monkeypatch, triton):
+    """prepare() keeps a stand-in (one element) for each weight that run() reads in another form: the resamples'
+    3x3 weights, the time convs', and where Triton runs the Winograd convs'. The list keeps its shapes, and the
+    bytes saved are exactly those weights'."""
+    m = baseline()
+    monkeypatch.setattr(m.kernels, "use_triton", lambda x: triton)
+    w = random_weights()
+    full, prepared = m.laid_out(w), m.prepare(w, 0, 1, None)
+    names = [n for n, _ in spec.weight_list(spec.TINY)]
+    dropped = m.superseded(spec.TINY, triton)
+    assert any(n.endswith("conv1.weight") for n in dropped) == triton
+    assert [tuple(t.shape) for t in prepared] == [tuple(t.shape) for t in full]
+    assert [n for n, t in zip(names, prepared) if m.is_stand_in(t)] == [n for n in names if n in dropped]
+    saved = sum(full[names.index(n)].numel() * full[names.index(n)].element_size() for n in dropped)
+    assert _storage_bytes(full) - _storage_bytes(prepared) == saved - len(dropped) * 4   # fp32 stand-ins: 4 bytes
+
+
+def test_a_conv_without_its_direct_weights_says_so(monkeypatch):
+    """Weights prepared for the Winograd path, decoded where Triton cannot run: one clear error, not a video of
+    zeros."""
+    m = baseline()
+    monkeypatch.setattr(m.kernels, "use_triton", lambda x: True)
+    w = m.prepare(random_weights(), 0, 1, None)
+    monkeypatch.setattr(m.kernels, "use_triton", lambda x: False)
+    z = torch.randn(1, 8, 1, *spec.TINY.latent_hw)
+    out = torch.empty(1, 3, 1, *spec.TINY.video_hw)
+    with pytest.raises(RuntimeError, match="decoder.conv_in: prepare.. kept only the Winograd form"):
+        m.run(z, w, 0, 1, None, out)
 
 
 def test_old_cudnn_falls_back_with_a_warning(monkeypatch):
@@ -87,7 +126,10 @@ def _band_worker(rank, world, port, t, result):
         w = random_weights(seed=2)
         z = torch.randn(1, 8, t, *spec.TINY.latent_hw, generator=torch.Generator().manual_seed(3))
         out = torch.full((1, 3, spec.frames(t), *spec.TINY.video_hw), float("nan")) if rank == 0 else torch.empty(0)
-        baseline().run(z, w, rank, world, dist.group.WORLD, out)
+        m = baseline()
+        if world == 2:          # the resamples' phase convs and the top level one frame at a time, on bands
+            m.PHASE_BYTES = m.TOP_BYTES = 1
+        m.run(z, w, rank, world, dist.group.WORLD, out)
         if rank == 0:
             d = (out - reference.decode(z, w)).abs()
             seams = [r for s in spec.video_seams(world, spec.TINY) for r in (s - 1, s)]

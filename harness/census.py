@@ -26,7 +26,8 @@ def narrow(tensors):
         if name.startswith(NARROW_DTYPES) and t.numel() >= MAX_DISTINCT:
             out.append(f"tensor {i} is {name} {list(t.shape)}")
             continue
-        if not t.is_floating_point() or t.dim() < 2:
+        # Judged by what it stores: a broadcast view of fewer values than a judged row (a stand-in) holds no weight.
+        if not t.is_floating_point() or t.dim() < 2 or t.untyped_storage().nbytes() < MIN_ROW * t.element_size():
             continue
         for label, rows in (("output channel", t.reshape(t.shape[0], -1)), ("row", t.reshape(-1, t.shape[-1]))):
             if rows.shape[1] >= MIN_ROW:

@@ -10,16 +10,12 @@ import spec
 from helpers import ROOT, baseline, random_weights
 
 
-@pytest.mark.parametrize("chunk,by_frame", [(1, False), (3, False), (3, True)])
-def test_decode_equals_the_reference_in_fp32(monkeypatch, chunk, by_frame):
+@pytest.mark.parametrize("chunk", [1, 3])
+def test_decode_equals_the_reference_in_fp32(monkeypatch, chunk):
     """Mathematically equal: in fp32 the baseline differs from the reference by rounding only, with one latent
-    frame per pass (the default) and with several (a full chunk, a partial last one); and with the resamples' phase
-    convs and the top level's blocks one frame at a time (PHASE_BYTES and TOP_BYTES 1)."""
+    frame per pass (the default) and with several (a full chunk, a partial last one)."""
     m = baseline()
     monkeypatch.setattr(m, "CHUNK", chunk)
-    if by_frame:
-        monkeypatch.setattr(m, "PHASE_BYTES", 1)
-        monkeypatch.setattr(m, "TOP_BYTES", 1)
     w = random_weights()
     for t in (1, 2, 5, 6):   # T = 1; T = 2; with chunk 3: one full chunk plus one frame; a partial last chunk
         z = torch.randn(1, 8, t, *spec.TINY.latent_hw, generator=torch.Generator().manual_seed(t))
@@ -126,10 +122,7 @@ def _band_worker(rank, world, port, t, result):
         w = random_weights(seed=2)
         z = torch.randn(1, 8, t, *spec.TINY.latent_hw, generator=torch.Generator().manual_seed(3))
         out = torch.full((1, 3, spec.frames(t), *spec.TINY.video_hw), float("nan")) if rank == 0 else torch.empty(0)
-        m = baseline()
-        if world == 2:          # the resamples' phase convs and the top level one frame at a time, on bands
-            m.PHASE_BYTES = m.TOP_BYTES = 1
-        m.run(z, w, rank, world, dist.group.WORLD, out)
+        baseline().run(z, w, rank, world, dist.group.WORLD, out)
         if rank == 0:
             d = (out - reference.decode(z, w)).abs()
             seams = [r for s in spec.video_seams(world, spec.TINY) for r in (s - 1, s)]

@@ -47,12 +47,6 @@ MIN_CUDNN = 91500                      # older cuDNN disables or breaks bf16 con
 # The levels (spatial upsamples so far) whose causal 3x3x3 convs run as Winograd F(2x2,3x3) (winograd.py); cuDNN's
 # direct conv stays faster at the 8x level (docs/perf-notes.md, "Winograd").
 WINOGRAD_LEVELS = (0, 1, 2)
-# A resample's phase outputs of at most this many bytes at a time (groups of frames): up block 2's, 4 x 512 channels
-# of 4 frames, would otherwise hold 0.9 GB at the decode's peak.
-PHASE_BYTES = 256 << 20
-# The blocks after the last upsampler (up block 3, 352 x 624), norm_out and conv_out take at most this many bytes of
-# their input at a time: one of a pass's 4 frames on one GPU, so conv buffers of 2 + 1 frames instead of 2 + 4.
-TOP_BYTES = 256 << 20
 
 
 def winograd_convs(geometry):
@@ -125,8 +119,8 @@ def superseded(geometry, winograd=True):
 
 
 def stand_in(t):
-    """A tensor of t's shape, dtype and device holding one element (all strides 0): the weight list keeps its
-    shapes while the GPU drops the bytes (1 GB of the full geometry's Winograd convs)."""
+    """A tensor of t's shape, dtype and device that stores one element (every stride 0): the list keeps the weight
+    list's shapes while the GPU frees the bytes (1.0 GiB of the full geometry, nearly all the Winograd convs')."""
     return t.new_zeros(()).expand(t.shape)
 
 
@@ -146,7 +140,7 @@ def laid_out(weights):
             out.append(phase_weights(W[f"{u}.resample.1.weight"]))
         if temporal:
             w, b = W[f"{u}.time_conv.weight"], W[f"{u}.time_conv.bias"]
-            # copies, not views: prepare() drops the whole tensors
+            # copies, not views: prepare() frees the whole tensors
             out += [_layout(w[:cout].clone()), _layout(w[cout:].clone()), b[:cout].clone(), b[cout:].clone()]
     for name in winograd_convs(g):
         w = W[f"{name}.weight"]
@@ -344,30 +338,23 @@ class Decoder:
             srcs, step = [(materialize(act), ft - 1)], 1
         out = torch.empty((b, cout, n * step, 2 * h, 2 * w), dtype=act.x.dtype, device=act.x.device,
                           memory_format=CL3)
-        # The phase outputs (4 Co channels, one more row and column) of at most PHASE_BYTES at a time.
-        per_frame = b * 4 * cout * (h + 1) * (w + 1) * act.x.element_size()
-        group = max(1, min(n, PHASE_BYTES // per_frame))
         with scope(f"{path}/resample"):
             for src, k in srcs:
-                for f in range(0, n, group):
-                    x2 = frames2d(src[:, :, f:f + group])
-                    if self.band is not None:
-                        with scope("halo_exchange"):
-                            x2 = self.band.haloed(x2)
-                        pad = (0, 1)
-                    else:
-                        pad = (1, 1)
-                    p = cl(F.conv2d(x2, W[f"{name}.resample.phases"], None, padding=pad))        # (N, 4Co, h+1, W+1)
-                    del x2
-                    kernels.shuffle(p, W[f"{name}.resample.1.bias"], x_in[:, :, f:f + group], out, step,
-                                    (k if step == 2 else 0) + step * f, ft, k)
-                    del p
+                x2 = frames2d(src)
+                if self.band is not None:
+                    with scope("halo_exchange"):
+                        x2 = self.band.haloed(x2)
+                    pad = (0, 1)
+                else:
+                    pad = (1, 1)
+                p = cl(F.conv2d(x2, W[f"{name}.resample.phases"], None, padding=pad))            # (N, 4Co, h+1, W+1)
+                del x2
+                kernels.shuffle(p, W[f"{name}.resample.1.bias"], x_in, out, step, k if step == 2 else 0, ft, k)
+                del p
         return Act(out)
 
     def __call__(self, x, first):
-        """One chunk of latent frames (after post_quant_conv) -> conv_out's output without its bias, yielded in
-        groups of frames: the blocks after the last upsampler, norm_out and conv_out run TOP_BYTES of their input
-        at a time (their causal caches carry over between groups as between chunks)."""
+        """One chunk of latent frames (after post_quant_conv) -> conv_out's output without its bias."""
         W, g = self.W, self.g
         with scope("decoder/conv_in"):
             buf, inner = self.buffer("decoder.conv_in", x, x.shape[1])
@@ -378,39 +365,22 @@ class Decoder:
             act = self.resnet(act, "decoder.mid_block.resnets.0")
             act = self.attention(act, "decoder.mid_block.attentions.0")
             act = self.resnet(act, "decoder.mid_block.resnets.1")
-        top = 1 + max(i for i, (_, _, _, spatial) in enumerate(g.up_blocks) if spatial)
-        for i in range(top):
-            act = self.up_block(act, i, first)
-        x = materialize(act)
-        del act
-        n = x.shape[2]
-        group = max(1, min(n, TOP_BYTES // (x[:, :, :1].numel() * x.element_size())))
-        for f in range(0, n, group):
-            act = Act(x[:, :, f:f + group])
-            for i in range(top, len(g.up_blocks)):
-                act = self.up_block(act, i, first)
-            with scope("decoder/norm_out"):
-                buf, inner = self.buffer("decoder.conv_out", act.x, act.x.shape[1])
-                kernels.rows(act.x, inner, W["decoder.norm_out.gamma"], act.bias, act.res)
-                del act
-            with scope("decoder/conv_out"):
-                y = self.conv("decoder.conv_out", buf, W["decoder.conv_out.weight"])
-            del buf, inner
-            yield y
-            del y
-
-    def up_block(self, act, i, first):
-        spatial = self.g.up_blocks[i][3]
-        with scope(f"decoder/up_blocks.{i}"):
-            act = Act(materialize(act))
-            x_in = act.x if spatial else None      # the upsampler's shortcut; else freed after resnets.0
-            for j in range(spec.RESNETS_PER_UP_BLOCK):
-                act = self.resnet(act, f"decoder.up_blocks.{i}.resnets.{j}")
-            if spatial:
-                with scope(f"decoder/up_blocks.{i}/upsampler"):
-                    act = self.upsampler(act, x_in, i, first)
-            del x_in
-        return act
+        for i, (_, _, _, spatial) in enumerate(g.up_blocks):
+            with scope(f"decoder/up_blocks.{i}"):
+                act = Act(materialize(act))
+                x_in = act.x if spatial else None      # the upsampler's shortcut; else freed after resnets.0
+                for j in range(spec.RESNETS_PER_UP_BLOCK):
+                    act = self.resnet(act, f"decoder.up_blocks.{i}.resnets.{j}")
+                if spatial:
+                    with scope(f"decoder/up_blocks.{i}/upsampler"):
+                        act = self.upsampler(act, x_in, i, first)
+                del x_in
+        with scope("decoder/norm_out"):
+            buf, inner = self.buffer("decoder.conv_out", act.x, act.x.shape[1])
+            kernels.rows(act.x, inner, W["decoder.norm_out.gamma"], act.bias, act.res)
+            del act
+        with scope("decoder/conv_out"):
+            return self.conv("decoder.conv_out", buf, W["decoder.conv_out.weight"])
 
 
 def chunks(t, world=1):
@@ -450,22 +420,18 @@ def run(z, weights, rank, world, pg, out):
         dec = Decoder(W, g, band)
         done = 0
         for start, stop in chunks(t, world):
-            pieces = dec(x[:, :, start:stop], start == 0)
-            while True:
-                with scope("decoder"):
-                    y = next(pieces, None)
-                if y is None:
-                    break
-                b, _, n, hh, ww = y.shape
-                with scope("unpatchify"):
-                    if band is None:
-                        kernels.head(y, W["decoder.conv_out.bias"], out[:, :, done:done + n])
-                    else:
-                        video = torch.empty((b, 3, n, 2 * hh, 2 * ww), dtype=dtype, device=y.device)
-                        kernels.head(y, W["decoder.conv_out.bias"], video)
-                del y
-                if band is not None:
-                    with scope("gather"):
-                        band.gather_video(video, out[:, :, done:done + n] if rank == 0 else None)
-                done += n
+            with scope("decoder"):
+                y = dec(x[:, :, start:stop], start == 0)
+            b, _, n, hh, ww = y.shape
+            with scope("unpatchify"):
+                if band is None:
+                    kernels.head(y, W["decoder.conv_out.bias"], out[:, :, done:done + n])
+                else:
+                    video = torch.empty((b, 3, n, 2 * hh, 2 * ww), dtype=dtype, device=y.device)
+                    kernels.head(y, W["decoder.conv_out.bias"], video)
+            del y
+            if band is not None:
+                with scope("gather"):
+                    band.gather_video(video, out[:, :, done:done + n] if rank == 0 else None)
+            done += n
     assert done == spec.frames(t)

@@ -27,7 +27,7 @@ if triton is not None:
     import triton.language as tl
 
 # V of at most this many bytes at a time (bands of tile rows): up block 2's first conv would otherwise hold 2.7 GB.
-V_BYTES = 768 << 20
+V_BYTES = 512 << 20
 
 # F(2x2, 3x3): the transforms of Lavin & Gray (2015).
 BT = torch.tensor([[1., 0., -1., 0.], [0., 1., 1., 0.], [0., -1., 1., 0.], [0., 1., 0., -1.]])

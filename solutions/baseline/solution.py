@@ -15,7 +15,7 @@ another way:
   runs everywhere on a CPU without the Triton interpreter.
 - conv_out's bias, unpatchify and the clamp are one kernel writing into `out`.
 - `prepare` lays the weights out once: channels-last, the phase weights (summed in fp32, rounded once), the time
-  conv's halves, the Winograd weights.
+  conv's halves, the Winograd weights; the weights these replace become one-element stand-ins (1.0 GiB less).
 
 Several ranks: every rank decodes a band of rows at every level (bands.py); each spatial conv's input buffer has a
 halo row above and below, filled from the neighbours, so only the columns are padded; the mid block's attention

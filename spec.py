@@ -250,6 +250,16 @@ def check_weights(weights, geometry=FULL, where="weights", dtype=None):
             raise ValueError(f"{where}: tensor {i} is {got}, expected {name}, {want}{list(shape)}")
 
 
+def stand_in(t):
+    """A tensor of t's shape, dtype and device that stores one element (strides 0): what prepare() may return in
+    place of a weight that run() reads only in another form. It holds no weight, so the precision census passes it."""
+    return t.new_zeros(()).expand(t.shape)
+
+
+def is_stand_in(t):
+    return t.numel() > 1 and not any(s for s, n in zip(t.stride(), t.shape) if n > 1)
+
+
 def load_weights(device, geometry=FULL):
     """run()'s weights on `device`: decoder_weights_bf16.pt, checked against the weight list (and weight_names.json
     where it is), so that a solution indexes what this file documents."""

@@ -60,7 +60,7 @@ def test_prepare_drops_what_run_does_not_read(monkeypatch, triton):
     dropped = m.superseded(spec.TINY, triton)
     assert any(n.endswith("conv1.weight") for n in dropped) == triton
     assert [tuple(t.shape) for t in prepared] == [tuple(t.shape) for t in full]
-    assert [n for n, t in zip(names, prepared) if m.is_stand_in(t)] == [n for n in names if n in dropped]
+    assert [n for n, t in zip(names, prepared) if spec.is_stand_in(t)] == [n for n in names if n in dropped]
     saved = sum(full[names.index(n)].numel() * full[names.index(n)].element_size() for n in dropped)
     assert _storage_bytes(full) - _storage_bytes(prepared) == saved - len(dropped) * 4   # fp32 stand-ins: 4 bytes
 

@@ -45,6 +45,8 @@ INPUTS = {
                         "f121x1 again", "tampering", "faster on repeated inputs"),
     "predicts_data.py": ("f5x1", "incorrect", "max|d|", "fresh latents #1 x1", "incorrect", "max|d|"),
     "int8_weights.py": ("f5x1", "incorrect", "narrow numerics", "start x1", "incorrect", "narrow numerics"),
+    "subclass_weights.py": ("f5x1", "incorrect", "is a Hidden, not a plain tensor", "start x1", "incorrect",
+                            "is a Hidden, not a plain tensor"),
 }
 
 

@@ -96,36 +96,27 @@ def _layout(t):
 
 
 def prepare(weights, rank, world, pg):
-    """laid_out(weights) without the tensors that run() does not read (stand_in); on a GPU, then tune()."""
+    """laid_out(weights), with spec.stand_in for the tensors that run() does not read (1.0 GiB of the full
+    geometry); on a GPU, then tune()."""
     g = spec.geometry_of(weights)
     out = laid_out(weights)
     names = [n for n, _ in spec.weight_list(g)]
     for i in [names.index(n) for n in superseded(g, kernels.use_triton(out[0]))]:
-        out[i] = stand_in(out[i])
+        out[i] = spec.stand_in(out[i])
     if out[0].is_cuda and cudnn_ok():
         tune(out, g, rank, world, pg)
     return out
 
 
-def superseded(geometry, winograd=True):
+def superseded(geometry, with_winograd=True):
     """Names of the weights that run() reads only in prepare()'s other form: the resamples' 3x3 weights (their
-    phases), the time convs' (their halves), and with `winograd` the Winograd convs' (their U)."""
+    phases), the time convs' (their halves), and with_winograd the Winograd convs' (their U)."""
     out = []
     for i, (_, _, temporal, spatial) in enumerate(geometry.up_blocks):
         u = f"decoder.up_blocks.{i}.upsampler"
         out += [f"{u}.resample.1.weight"] if spatial else []
         out += [f"{u}.time_conv.weight", f"{u}.time_conv.bias"] if temporal else []
-    return out + ([f"{name}.weight" for name in winograd_convs(geometry)] if winograd else [])
-
-
-def stand_in(t):
-    """A tensor of t's shape, dtype and device that stores one element (every stride 0): the list keeps the weight
-    list's shapes while the GPU frees the bytes (1.0 GiB of the full geometry, nearly all the Winograd convs')."""
-    return t.new_zeros(()).expand(t.shape)
-
-
-def is_stand_in(t):
-    return t.numel() > 1 and not any(t.stride())
+    return out + ([f"{name}.weight" for name in winograd_convs(geometry)] if with_winograd else [])
 
 
 def laid_out(weights):
@@ -239,7 +230,7 @@ class Decoder:
         # Where the kernels cannot run (a CPU without the interpreter) the direct conv is the cheaper exact one.
         if u is not None and kernels.use_triton(buf):
             return winograd.conv(buf, u, 0 if self.band is not None else 1, bias)
-        if is_stand_in(weight):
+        if spec.is_stand_in(weight):
             raise RuntimeError(f"{key}: prepare() kept only the Winograd form of this conv, and Triton cannot run "
                                f"on {buf.device} here")
         return self.convolve(buf, weight, bias)

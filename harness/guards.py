@@ -1,5 +1,6 @@
-"""The rank's own look at itself after each call: which functions of torch, time and builtins were replaced, and
-which threads a call left running.
+"""The rank's own look at itself after each call: which functions of torch, time and builtins were replaced, which
+torch function or dispatch modes were left on (they run the solution's code inside every torch call after it, the
+rank's own checks included), and which threads a call left running.
 
 These run in the rank's process, after the solution was imported, so a solution can defeat them: they are a second
 line only. Nothing the judge decides rests on them alone (the time is the judge's clock, the figures are computed
@@ -53,6 +54,21 @@ def replaced(torch, before):
 def _shadows(label, name, before):
     # A new callable on a module is usually a lazily imported submodule or helper; on a class it hides a base's.
     return label not in ("torch", "torch.cuda", "torch.distributed", "torch.nn.functional", "time", "builtins")
+
+
+def modes(torch):
+    """(torch function modes, torch dispatch modes) on the stacks now."""
+    return torch._C._len_torch_function_stack(), torch._C._len_torch_dispatch_stack()
+
+
+def tampered(torch, before, modes_before):
+    """['replaced owner.name', 'a torch mode left on'] against a snapshot and the modes taken before the import."""
+    out = [f"replaced {name}" for name in replaced(torch, before)]
+    now = modes(torch)
+    if now != modes_before:
+        out.append(f"torch function or dispatch modes left on ({now[0]} and {now[1]} on the stacks, "
+                   f"{modes_before[0]} and {modes_before[1]} before the solution)")
+    return out
 
 
 def threads():

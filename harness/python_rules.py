@@ -35,6 +35,36 @@ def _number(node):
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+def _arithmetic(node):
+    """The value of an expression of number literals and + - * / ** <<, or None (exponents and shifts up to 64)."""
+    if isinstance(node, ast.Constant):
+        return _number(node)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        v = _arithmetic(node.operand)
+        return None if v is None else -v
+    if not isinstance(node, ast.BinOp):
+        return None
+    a, b = _arithmetic(node.left), _arithmetic(node.right)
+    if a is None or b is None:
+        return None
+    try:
+        if isinstance(node.op, ast.Add):
+            return a + b
+        if isinstance(node.op, ast.Sub):
+            return a - b
+        if isinstance(node.op, ast.Mult):
+            return a * b
+        if isinstance(node.op, ast.Div):
+            return a / b
+        if isinstance(node.op, ast.Pow) and abs(b) <= 64:
+            return a ** b
+        if isinstance(node.op, ast.LShift) and isinstance(a, int) and isinstance(b, int) and 0 <= b <= 64:
+            return a << b
+    except (ArithmeticError, TypeError, ValueError):
+        return None
+    return None
+
+
 def _format_fields(template):
     """The field names of a str.format template, nested ones included; ValueError when it is malformed."""
     for _, field, spec, _ in string.Formatter().parse(template):
@@ -343,8 +373,18 @@ class Checker(ast.NodeVisitor):
             self.check_string(node, node.value)
         elif isinstance(node.value, bytes):
             self.check_string(node, node.value.decode("latin-1"))
+        else:
+            self.check_rounder(node, _number(node))
+
+    def check_rounder(self, node, value):
+        if value is not None and abs(value) in rules.ROUNDERS:
+            self.add(node, "narrow-numerics", f"`{ast.unparse(node)[:40]}` is {abs(value):.0f}, which added and "
+                                              f"subtracted rounds to integers (quantize/dequantize), which "
+                                              f"{rules.phrase('narrow-numerics')}")
 
     def visit_BinOp(self, node):
+        if not isinstance(self.parent.get(node), ast.BinOp):     # a whole expression of numbers: 1.5 * 2 ** 23
+            self.check_rounder(node, _arithmetic(node))
         s = const_str(node)
         if s is not None and not (isinstance(self.parent.get(node), ast.BinOp) and const_str(self.parent[node])):
             self.check_string(node, s)    # the whole of "fo" + "pen"

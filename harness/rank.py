@@ -111,7 +111,9 @@ class Rank:
             info["triton"] = triton.__version__
         except ImportError:
             info["triton"] = None
-        self.snapshot = guards.snapshot(torch)
+        self.snapshot, self.modes = guards.snapshot(torch), guards.modes(torch)
+        lent = weights[0].untyped_storage().data_ptr()
+        from harness import census
         # -- from here on, the solution's code is in this process
         try:
             solution = loader.load(s["solution"])
@@ -133,16 +135,14 @@ class Rank:
                 return False
             weights = list(prepared)
         info["prepare_s"] = time.perf_counter() - t0
-        from harness import census
-        narrow = census.narrow(weights)
+        tampered = guards.tampered(torch, self.snapshot, self.modes)     # first: the census runs torch's code
+        if tampered:
+            self.send("error", status="tampering", rank=self.rank, phase="load or prepare", error="; ".join(tampered))
+            return False
+        narrow = census.narrow(weights, lent)
         if narrow:
             self.send("error", status="incorrect", rank=self.rank, phase="prepare",
                       error=f"narrow numerics: {'; '.join(narrow[:4])}")
-            return False
-        replaced = guards.replaced(torch, self.snapshot)
-        if replaced:
-            self.send("error", status="tampering", rank=self.rank, phase="load or prepare",
-                      error=f"replaced {', '.join(replaced)}")
             return False
         self.run, self.weights = solution.run, weights
         self.send("ready", **info)
@@ -187,9 +187,9 @@ class Rank:
         left = self.guards.threads_left(threads)
         if left:
             problems.append(["tampering", f"rank {self.rank}: threads left running after the call: {left}"])
-        replaced = self.guards.replaced(self.torch, self.snapshot)
-        if replaced:
-            problems.append(["tampering", f"rank {self.rank}: replaced {', '.join(replaced)}"])
+        tampered = self.guards.tampered(self.torch, self.snapshot, self.modes)
+        if tampered:
+            problems.append(["tampering", f"rank {self.rank}: {'; '.join(tampered)}"])
         if (out.untyped_storage().data_ptr(), out.data_ptr(), tuple(out.shape), out.stride()) != layout:
             problems.append(["incorrect", f"rank {self.rank}: out's storage, shape or strides changed"])
         trace = None

@@ -254,6 +254,9 @@ CLAMPS = ("clamp", "clamp_", "clip", "clip_")
 NARROW_RANGES = ((-128, 127), (-127, 127), (0, 255), (-8, 7), (-7, 7), (0, 15), (-448, 448), (-57344, 57344),
                  (-6, 6))
 NARROW_LIMITS = (127, 128, 255, 448, 57344)   # a lone clamp bound of these magnitudes names a narrow range too
+# Added and subtracted again, these round an fp32 (2^23, 1.5 x 2^23) or fp64 (2^52, 1.5 x 2^52) to an integer:
+# quantisation without a round() call.
+ROUNDERS = (2.0 ** 23, 1.5 * 2 ** 23, 2.0 ** 52, 1.5 * 2 ** 52)
 
 # The harness and the project, by top-level module name.
 HARNESS = {"bench", "loader", "audit", "ci", "bounds", "data", "harness", "tests", "conftest"}

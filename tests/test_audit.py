@@ -218,6 +218,9 @@ PY_FIRES = [
     ("narrow-numerics", "import torch\nw = getattr(torch, 'float8_e4m3fn')"),
     ("narrow-numerics", "DTYPE = 'float8_e5m2'"),
     ("narrow-numerics", "import torch\ny = torch._scaled_mm"),
+    ("narrow-numerics", "def q(x, s):\n    return (x / s + 12582912.0 - 12582912.0) * s"),
+    ("narrow-numerics", "MAGIC = 1.5 * 2 ** 23"),
+    ("narrow-numerics", "MAGIC = 3 << 51"),
     ("narrow-numerics", "import torch\nq = torch.qint8"),
     ("narrow-numerics", "import torch.ao.quantization"),
     ("narrow-numerics", "ASM = 'cvt.rn.satfinite.e4m3x2.f32 %0, %1;'"),
@@ -252,6 +255,7 @@ def test_python_indirect_file_access_fires(tmp_path, source):
 
 
 PY_QUIET = [
+    "V_BYTES = 512 << 20\nBIG = 1 << 40\nN = 2 ** 22 + 1.5 * 2 ** 22",          # sizes, not rounders
     '"""Decodes with fp8? No: bf16. torch.load, open() and os.environ are only words here."""',
     "# fp8, torch.load('x'), open('x'), import pickle: comments are not code",
     "def f():\n    'a bare string statement mentioning float8_e4m3fn'\n    return 1",

@@ -139,11 +139,13 @@ def test_calibration_is_the_bf16_decode_against_the_stored_ref(full, monkeypatch
     # the times are those of one decode per source, at each clip's last latent frame
     assert cal["f1"]["fp32_decode_s"] < cal["f5"]["fp32_decode_s"] < cal["f17"]["fp32_decode_s"] \
         < cal["f121"]["fp32_decode_s"]
-    # recomputed independently for f17
+    # recomputed independently for f17. The maker's bf16 decode ran in a worker thread beside others, where the CPU
+    # convs' sums may be split differently: a bf16 ulp here and there (0.4% of the largest error, 1e-5 of the rms
+    # was seen under load). A wrong statistic, clip or reference is off by far more.
     z, = spec.make_inputs("f17x1", "cpu", G)
     d = reference.decode_bf16(z, spec.load_weights("cpu", G)).float() - spec.load_reference("f17", G).float()
-    assert cal["f17"]["bf16_max_abs"] == pytest.approx(d.abs().max().item(), rel=1e-6)
-    assert cal["f17"]["bf16_rms"] == pytest.approx(d.square().mean().sqrt().item(), rel=1e-5)
+    assert cal["f17"]["bf16_max_abs"] == pytest.approx(d.abs().max().item(), rel=1e-2)
+    assert cal["f17"]["bf16_rms"] == pytest.approx(d.square().mean().sqrt().item(), rel=1e-3)
 
 
 @pytest.mark.parametrize("data", ["small", pytest.param("full_seed0", marks=pytest.mark.slow)])

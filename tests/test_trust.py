@@ -47,6 +47,9 @@ INPUTS = {
     "int8_weights.py": ("f5x1", "incorrect", "narrow numerics", "start x1", "incorrect", "narrow numerics"),
     "subclass_weights.py": ("f5x1", "incorrect", "is a Hidden, not a plain tensor", "start x1", "incorrect",
                             "is a Hidden, not a plain tensor"),
+    "storage_tail.py": ("f5x1", "incorrect", "does not span its storage", "start x1", "incorrect",
+                        "does not span its storage"),
+    "mode_in_census.py": ("f5x1", "tampering", "modes left on", "start x1", "tampering", "modes left on"),
 }
 
 

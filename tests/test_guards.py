@@ -1,0 +1,36 @@
+"""harness/guards.py: the rank's look at torch after prepare and each call."""
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from harness import guards
+
+
+class _Through(TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+def test_a_mode_left_on_is_tampering_and_one_left_properly_is_not():
+    before, modes = guards.snapshot(torch), guards.modes(torch)
+    with _Through(), torch.device("cpu"):
+        assert guards.tampered(torch, before, modes) == [
+            "torch function or dispatch modes left on (2 and 0 on the stacks, 0 and 0 before the solution)"]
+    assert guards.tampered(torch, before, modes) == []
+    mode = TorchDispatchMode()
+    mode.__enter__()
+    try:
+        assert guards.tampered(torch, before, modes)[0].startswith("torch function or dispatch modes left on (0 and 1")
+    finally:
+        mode.__exit__(None, None, None)
+
+
+def test_a_replaced_function_is_named():
+    before, modes = guards.snapshot(torch), guards.modes(torch)
+    real = torch.Tensor.sort
+    torch.Tensor.sort = lambda self, *a, **k: real(self, *a, **k)
+    try:
+        assert guards.tampered(torch, before, modes) == ["replaced torch.Tensor.sort"]
+    finally:
+        torch.Tensor.sort = real
+    assert guards.tampered(torch, before, modes) == []

@@ -102,14 +102,15 @@ class Buffers:
 
     def modified(self, rank, n):
         """What rank `rank` changed of its inputs: [] or ['z', 'the weights']."""
-        torch = self.torch
-        out = []
-        if not torch.equal(self.z[rank][:n], self.staged[rank][:n]):
-            out.append("z")
-        if not torch.equal(self.weights[rank], self.pristine[rank]):
-            out.append("the weights")
-            self.weights[rank].copy_(self.pristine[rank])
-        return out
+        out = [] if self.torch.equal(self.z[rank][:n], self.staged[rank][:n]) else ["z"]
+        return out + (["the weights"] if self.weights_modified(rank) else [])
+
+    def weights_modified(self, rank):
+        """Whether rank `rank` changed its weights (then restored here)."""
+        if self.torch.equal(self.weights[rank], self.pristine[rank]):
+            return False
+        self.weights[rank].copy_(self.pristine[rank])
+        return True
 
     def settle(self):
         if not self.cpu:

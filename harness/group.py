@@ -132,6 +132,12 @@ class Group:
             self.bufs[res_r] = bytearray()
         try:
             self.info = [fields for _, fields, _ in self._each("ready", None, STARTUP_S)]
+            # The rank's census passed views of these as they came: they must still be so.
+            self.buffers.settle()
+            changed = [r for r in range(self.world) if self.buffers.weights_modified(r)]
+            if changed:
+                raise GroupFailed("input modified", f"rank {changed[0]}: the weights were modified by prepare",
+                                  changed[0])
         except GroupFailed:
             self.close(graceful=False)
             raise

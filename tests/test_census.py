@@ -20,15 +20,18 @@ def _uniform(rows, cols, seed=1):
 
 def test_bf16_weights_pass_and_their_int8_grid_does_not():
     """Gaussian and uniform bf16 weights (rows of the shortest judged length, where few values repeat most) pass;
-    the same weights on a per-channel int8 grid fail, and so does a grid padded with distinct junk columns that
-    run() could slice off (their 256 most frequent values still make up 96% of each row)."""
+    the same weights on a per-channel int8 grid fail, also with the channels stored last, and so does a grid padded
+    with distinct junk columns that run() could slice off (its 256 most frequent values still make up 93% of a
+    row)."""
     w = _weight()
     assert census.narrow([w, _uniform(64, census.MIN_ROW), _weight(cols=27648)]) == []
     found = census.narrow([w, _int8_grid(w)])
-    assert found == ["tensor 1 [64, 1024]: 64 of its 64 output channels (1024 elements each) are 95% or more made "
-                     "of 256 values (an 8-bit grid)"], found
-    junk = torch.linspace(1, 2, 40).to(torch.bfloat16).expand(64, 40)
+    assert found == ["tensor 1 [64, 1024]: 64 of its 64 slices along axis 0 (1024 elements each) are 90% or more "
+                     "made of 256 values (an 8-bit grid)"], found
+    junk = torch.linspace(1, 2, 80).to(torch.bfloat16).expand(64, 80)
     assert len(census.narrow([torch.cat([_int8_grid(w), junk], 1)])) == 1
+    assert census.narrow([_int8_grid(w).t().contiguous()])[0].startswith("tensor 0 [1024, 64]: 64 of its 64 slices "
+                                                                         "along axis 1")
 
 
 def test_a_few_dead_channels_pass_and_more_fail():

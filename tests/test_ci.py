@@ -62,6 +62,7 @@ EXPECTED = {
     "side_thread.py": (3, "f1x1", "tampering", "threads left running after the call: ['late-decode']"),
     "child_process.py": (3, "f1x1", "tampering", "processes left running after the call"),
     "modifies_weights.py": (1, "f1x1", "input modified", "the weights were modified"),
+    "grid_in_given_weights.py": (3, "start x1", "input modified", "the weights were modified by prepare"),
     "out_alias.py": (1, "f1x1", "incorrect", "out's storage, shape or strides changed"),
     "partial_frames.py": (1, "f5x1", "incorrect", "rms(d)"),
     "low_precision.py": (3, "f5x1", "incorrect", "rms(d)"),

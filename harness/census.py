@@ -20,8 +20,8 @@ CHUNK = 1 << 22       # elements judged at a time
 
 
 def narrow(tensors, lent=None):
-    """['tensor i why', ...] of the tensors that are narrower than bf16, or that the census cannot judge. lent: the
-    data pointer of the judge's weights' storage, whose views are passed."""
+    """['tensor i why', ...] of the tensors that are narrower than bf16, or that the census cannot judge. lent:
+    (address, bytes) of the judge's weights, whose views (every element inside them) pass."""
     out = []
     for i, t in enumerate(tensors):
         try:
@@ -47,7 +47,7 @@ def _judge(t, lent):
     stored = t.untyped_storage().nbytes() // t.element_size()
     if spec.is_stand_in(t):
         return None if stored == 1 else f"is a stand-in over a storage of {stored} elements (a stand-in stores one)"
-    if lent is not None and t.untyped_storage().data_ptr() == lent:
+    if lent is not None and _within(t, *lent):
         return None
     if t.storage_offset() != 0 or t.numel() != stored or not _dense(t):
         return f"{list(t.shape)} does not span its storage of {stored} elements exactly (a view: clone it)"
@@ -64,6 +64,13 @@ def _judge(t, lent):
                 return (f"{list(t.shape)}: {on} of its {rows.shape[0]} {label} ({rows.shape[1]} elements each) are "
                         f"{100 * ON_GRID:.0f}% or more made of {TOP} values (an 8-bit grid)")
     return None
+
+
+def _within(t, start, nbytes):
+    """Every element of t lies in the bytes [start, start + nbytes) (whatever storage t claims to have)."""
+    first = t.data_ptr()                  # strides are never negative in torch
+    last = first + sum((size - 1) * stride for stride, size in zip(t.stride(), t.shape)) * t.element_size()
+    return start <= first and last + t.element_size() <= start + nbytes
 
 
 def _dense(t):

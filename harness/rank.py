@@ -112,7 +112,7 @@ class Rank:
         except ImportError:
             info["triton"] = None
         self.snapshot, self.modes = guards.snapshot(torch), guards.modes(torch)
-        lent = weights[0].untyped_storage().data_ptr()
+        lent = (weights[0].untyped_storage().data_ptr(), weights[0].untyped_storage().nbytes())
         from harness import census
         # -- from here on, the solution's code is in this process
         try:

@@ -132,7 +132,9 @@ TABLE = (
          cpp=(Cpp("text", re.compile(r"\b(getenv|secure_getenv|setenv|putenv|unsetenv|clearenv|environ|__environ)\b"),
                   "reads or changes the environment"),)),
     Rule("foreign-code", "code the audit cannot read (ctypes, dlopen, importlib, exec/eval/compile of text, C++ built "
-                         "or Python run from C++ at run time) would run unaudited", "runs code the audit cannot read",
+                         "or Python run from C++ at run time) would run unaudited, and a tensor made from a raw "
+                         "address (the array-interface protocols) reads memory no check can see",
+         "runs code the audit cannot read",
          names=("ctypes", "cffi", "_cffi_backend", "cppyy", "importlib", "imp", "pkgutil", "runpy", "zipimport",
                 "code", "codeop", "site", "distutils", "setuptools", "py_compile", "compileall", "timeit", "doctest",
                 "types.CodeType", "builtins.exec", "builtins.eval", "builtins.compile", "builtins.__import__",
@@ -140,7 +142,8 @@ TABLE = (
                 "numpy.ctypeslib", "torch.cuda.memory.CUDAPluggableAllocator", "torch.cuda.CUDAPluggableAllocator",
                 "torch.cuda.memory.change_current_allocator", "torch.cuda.change_current_allocator", "sys.path",
                 "sys.meta_path", "sys.path_hooks", "sys.path_importer_cache"),
-         attributes=("load_library", "__import__"),
+         attributes=("load_library", "__import__", "__array_interface__", "__cuda_array_interface__",
+                     "__array_struct__"),
          cpp=(Cpp("include", re.compile(r"(^|/)(dlfcn\.h|windows\.h|pybind11/embed\.h|pybind11/eval\.h|nvrtc\.h|"
                                         r"nvJitLink\.h)$"), "includes a dynamic-loading or JIT header"),
               Cpp("text", re.compile(

@@ -221,6 +221,7 @@ PY_FIRES = [
     ("narrow-numerics", "def q(x, s):\n    return (x / s + 12582912.0 - 12582912.0) * s"),
     ("narrow-numerics", "MAGIC = 1.5 * 2 ** 23"),
     ("narrow-numerics", "MAGIC = 3 << 51"),
+    ("foreign-code", "class Span:\n    def __init__(self, p):\n        self.__cuda_array_interface__ = {'data': (p, False)}"),
     ("narrow-numerics", "import torch\nq = torch.qint8"),
     ("narrow-numerics", "import torch.ao.quantization"),
     ("narrow-numerics", "ASM = 'cvt.rn.satfinite.e4m3x2.f32 %0, %1;'"),

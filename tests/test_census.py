@@ -67,7 +67,11 @@ def test_a_view_must_span_its_storage_unless_it_is_the_judges():
     assert census.narrow([head]) == ["tensor 0 [64, 1024] does not span its storage of 131072 elements exactly (a "
                                      "view: clone it)"]
     assert census.narrow([head.clone()]) == []
-    assert census.narrow([head], lent=both.untyped_storage().data_ptr()) == []
+    assert census.narrow([head], lent=(both.data_ptr(), both.nbytes)) == []
+    # A storage that starts at the judge's weights but reaches past them: only elements inside them pass.
+    tail = both[w.numel():].view(w.shape)
+    assert census.narrow([head, tail], lent=(both.data_ptr(), w.nbytes)) == [
+        "tensor 1 [64, 1024] does not span its storage of 131072 elements exactly (a view: clone it)"]
     assert census.narrow([w.t(), w.contiguous(memory_format=torch.contiguous_format).view(64, 32, 32)[:, 1:]])[0] \
         .startswith("tensor 1 [64, 31, 32] does not span")
 

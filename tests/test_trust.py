@@ -50,6 +50,8 @@ INPUTS = {
     "storage_tail.py": ("f5x1", "incorrect", "does not span its storage", "start x1", "incorrect",
                         "does not span its storage"),
     "mode_in_census.py": ("f5x1", "tampering", "modes left on", "start x1", "tampering", "modes left on"),
+    "reaches_past_given.py": ("f5x1", "incorrect", "does not span its storage", "start x1", "incorrect",
+                              "does not span its storage"),
 }
 
 

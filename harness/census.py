@@ -12,8 +12,8 @@ look. Every row is judged; a tensor that the census cannot read fails."""
 import spec
 
 NARROW_DTYPES = ("int8", "uint8", "float8", "int4", "uint4", "qint", "quint")
-MIN_ROW = 512         # a row (output channel, or innermost dimension) of at least this many elements is judged ...
-TOP = 256             # ... by the share of it that its TOP most frequent values make up (an 8-bit grid: all) ...
+MIN_ROW = 512         # a row (a slice along an axis, or of the innermost axis) of at least this many elements ...
+TOP = 256             # ... is judged by the share of it that its TOP most frequent values make up (a grid: all) ...
 ON_GRID = 0.9         # ... on a grid at this share or more (bf16 weights: at most about 0.8, at 512 uniform values)
 MAX_ROWS_ON_GRID = 0.05   # a tensor fails when more of its rows than this are (a dead channel may be one)
 CHUNK = 1 << 22       # elements judged at a time
@@ -53,9 +53,11 @@ def _judge(t, lent):
         return f"{list(t.shape)} does not span its storage of {stored} elements exactly (a view: clone it)"
     if not t.is_floating_point() or t.dim() < 2:
         return None
-    # The slices along each axis (the output channels where they come first, wherever they are put) and the rows
-    # of the innermost axis.
-    views = [(f"slices along axis {d}", t.movedim(d, 0).reshape(t.shape[d], -1)) for d in range(t.dim())]
+    # The slices along each axis of two or more (the output channels where they come first, wherever they are put)
+    # and the rows of the innermost axis. Not the whole tensor: a norm's gains near 1, where bf16 is coarse, hold
+    # few values, and gains of shape (C, 1, 1, 1) are judged neither way.
+    views = [(f"slices along axis {d}", t.movedim(d, 0).reshape(t.shape[d], -1)) for d in range(t.dim())
+             if t.shape[d] > 1]
     for label, rows in views + [("rows", t.reshape(-1, t.shape[-1]))]:
         if rows.shape[1] >= MIN_ROW:
             on = sum(int((coverage(rows[r:r + max(1, CHUNK // rows.shape[1])]) >= ON_GRID).sum())

@@ -34,6 +34,13 @@ def test_bf16_weights_pass_and_their_int8_grid_does_not():
                                                                          "along axis 1")
 
 
+def test_norm_gains_pass_in_any_dtype():
+    """Gains near 1 (where bf16 holds about 40 values within 10%) of shape (C, 1, 1, 1), copied or made fp32 by
+    prepare, are no grid."""
+    gamma = (1 + 0.1 * torch.randn(1024, 1, 1, 1, generator=torch.Generator().manual_seed(4))).to(torch.bfloat16)
+    assert census.narrow([gamma.clone(), gamma.float(), gamma.view(1024, 1, 1).float()]) == []
+
+
 def test_a_few_dead_channels_pass_and_more_fail():
     """A trained weight may have a dead (all-zero) channel: up to 5% of the rows may look like a grid."""
     w = _weight(rows=100)

@@ -100,7 +100,9 @@ def test_bf16_within_the_release_decodes_error():
     assert err <= 2 * base, (err, base)
 
 
+@pytest.mark.slow
 def test_baseline_through_the_harness(tiny_data, tmp_path):
+    """bench on worlds 1, 4 and 2 (slow tier: the default tier's test_ci passes the baseline through the gate)."""
     import json
     import subprocess
     import sys

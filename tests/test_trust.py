@@ -52,6 +52,8 @@ INPUTS = {
     "mode_in_census.py": ("f5x1", "tampering", "modes left on", "start x1", "tampering", "modes left on"),
     "reaches_past_given.py": ("f5x1", "incorrect", "does not span its storage", "start x1", "incorrect",
                               "does not span its storage"),
+    "channels_stored_last.py": ("f5x1", "incorrect", "slices along axis 4", "start x1", "incorrect",
+                                "slices along axis 4"),
 }
 
 

@@ -10,6 +10,7 @@
 import ast
 import builtins
 import dataclasses
+import operator
 
 from harness import files, rules
 
@@ -192,6 +193,36 @@ def const_str(node):
     if isinstance(node, ast.JoinedStr) and all(isinstance(v, ast.Constant) for v in node.values):
         return "".join(str(v.value) for v in node.values)
     return None
+
+
+def number(node):
+    """The value of a number literal (`3`, `-2.5`), else None."""
+    try:
+        value = ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+_ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+               ast.Pow: operator.pow, ast.LShift: operator.lshift}
+
+
+def const_number(node):
+    """The value of an expression of number literals and + - * / ** << (`1.5 * 2 ** 23`; exponents and shifts up to
+    64), else None."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        v = const_number(node.operand)
+        return None if v is None else -v
+    if not isinstance(node, ast.BinOp):
+        return number(node)
+    a, b, op = const_number(node.left), const_number(node.right), _ARITHMETIC.get(type(node.op))
+    if a is None or b is None or op is None or isinstance(node.op, (ast.Pow, ast.LShift)) and not abs(b) <= 64:
+        return None
+    try:
+        return op(a, b)
+    except (ArithmeticError, TypeError, ValueError):
+        return None
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import os
 import string
 
 from harness import cpp, files, names, rules
-from harness.names import const_str, is_type, root
+from harness.names import const_number, const_str, is_type, number, root
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -25,44 +25,6 @@ def _scaling(node, ops=(ast.Div, ast.Mult)):
     f = node.func if isinstance(node, ast.Call) else None
     name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
     return name in rules.DIVIDES + (rules.MULTIPLIES if ast.Mult in ops else ())
-
-
-def _number(node):
-    try:
-        value = ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return None
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def _arithmetic(node):
-    """The value of an expression of number literals and + - * / ** <<, or None (exponents and shifts up to 64)."""
-    if isinstance(node, ast.Constant):
-        return _number(node)
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        v = _arithmetic(node.operand)
-        return None if v is None else -v
-    if not isinstance(node, ast.BinOp):
-        return None
-    a, b = _arithmetic(node.left), _arithmetic(node.right)
-    if a is None or b is None:
-        return None
-    try:
-        if isinstance(node.op, ast.Add):
-            return a + b
-        if isinstance(node.op, ast.Sub):
-            return a - b
-        if isinstance(node.op, ast.Mult):
-            return a * b
-        if isinstance(node.op, ast.Div):
-            return a / b
-        if isinstance(node.op, ast.Pow) and abs(b) <= 64:
-            return a ** b
-        if isinstance(node.op, ast.LShift) and isinstance(a, int) and isinstance(b, int) and 0 <= b <= 64:
-            return a << b
-    except (ArithmeticError, TypeError, ValueError):
-        return None
-    return None
 
 
 def _format_fields(template):
@@ -236,9 +198,9 @@ class Checker(ast.NodeVisitor):
                 and scaled_result:
             self.add(node, "narrow-numerics", f"{shown}, a rounded division scaled back, {grid}")
         if name in rules.CLAMPS:
-            keys = {k.arg: _number(k.value) for k in node.keywords}
-            lo = _number(args[0]) if args else keys.get("min", keys.get("a_min"))
-            hi = _number(args[1]) if len(args) > 1 else keys.get("max", keys.get("a_max"))
+            keys = {k.arg: number(k.value) for k in node.keywords}
+            lo = number(args[0]) if args else keys.get("min", keys.get("a_min"))
+            hi = number(args[1]) if len(args) > 1 else keys.get("max", keys.get("a_max"))
             if (lo, hi) in rules.NARROW_RANGES or (lo is None or hi is None) and \
                     {abs(b) for b in (lo, hi) if b is not None} & set(rules.NARROW_LIMITS):
                 self.add(node, "narrow-numerics", f"{shown} clamps to a narrow format's range (quantize/dequantize), "
@@ -374,7 +336,7 @@ class Checker(ast.NodeVisitor):
         elif isinstance(node.value, bytes):
             self.check_string(node, node.value.decode("latin-1"))
         else:
-            self.check_rounder(node, _number(node))
+            self.check_rounder(node, number(node))
 
     def check_rounder(self, node, value):
         if value is not None and abs(value) in rules.ROUNDERS:
@@ -384,7 +346,7 @@ class Checker(ast.NodeVisitor):
 
     def visit_BinOp(self, node):
         if not isinstance(self.parent.get(node), ast.BinOp):     # a whole expression of numbers: 1.5 * 2 ** 23
-            self.check_rounder(node, _arithmetic(node))
+            self.check_rounder(node, const_number(node))
         s = const_str(node)
         if s is not None and not (isinstance(self.parent.get(node), ast.BinOp) and const_str(self.parent[node])):
             self.check_string(node, s)    # the whole of "fo" + "pen"

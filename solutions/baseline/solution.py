@@ -100,9 +100,10 @@ def prepare(weights, rank, world, pg):
     geometry); on a GPU, then tune()."""
     g = spec.geometry_of(weights)
     out = laid_out(weights)
-    names = [n for n, _ in spec.weight_list(g)]
-    for i in [names.index(n) for n in superseded(g, kernels.use_triton(out[0]))]:
-        out[i] = spec.stand_in(out[i])
+    drop = set(superseded(g, kernels.use_triton(out[0])))
+    for i, (name, _) in enumerate(spec.weight_list(g)):
+        if name in drop:
+            out[i] = spec.stand_in(out[i])
     if out[0].is_cuda and cudnn_ok():
         tune(out, g, rank, world, pg)
     return out

@@ -9,10 +9,11 @@ Bit-exactness comes from calling the same ops on the same shapes as diffusers: o
 caches concatenated in front, the same F.pad amounts, F.normalize for the RMS norm, SDPA for the attention. A
 mathematically equal rewrite (all frames at once, fused norm scales) is not bit-equal.
 
-`decode_fp32`, the task's fp32 reference (what the data maker stores), differs from `decode` in fp32 in one place:
-its RMS norms sum the squares over the channels in a fixed pairwise order (`channel_norm`). GPU reductions choose
-their order from the tensor's shape, so with F.normalize a band of the image (data/bands.py) rounds differently
-from the whole; with the fixed order a band's values are the whole decode's bit for bit where the convs are too.
+`decode_fp32`, the task's fp32 reference (what the data maker stores), differs from `decode` in fp32 in two places
+(`band_exact`), both so that a band of the image (data/bands.py) rounds as the whole does, bit for bit: its RMS norms
+sum the squares over the channels in a fixed pairwise order (`channel_norm`; GPU reductions choose their order from
+the tensor's shape), and the resample's 3x3 conv2d runs as a conv3d of depth 1, the same sums (for some shapes
+cuDNN's 2d path takes an fp32 algorithm that rounds another way, and only where its large workspace fits).
 
 The causal caches are explicit: `caches` maps a conv's name to the input frames it keeps from the previous
 chunk (at most CACHE_T, taken before padding). A name that is absent means no chunk came before.
@@ -70,18 +71,23 @@ def _path(name):
     return "/".join(out)
 
 
-# rms_norm's channel sums in a fixed order, set by decode_fp32 (fixed_order_norms) for its own thread only: the data
-# maker's CPU workers are threads, and one's decode_fp32 must not change another's decode.
+# Set by decode_fp32 (band_exact) for its own thread only: the data maker's CPU workers are threads, and one's
+# decode_fp32 must not change another's decode.
 _THREAD = threading.local()
 
 
 @contextlib.contextmanager
-def fixed_order_norms():
-    saved, _THREAD.fixed_order = getattr(_THREAD, "fixed_order", False), True
+def band_exact():
+    """rms_norm sums in a fixed order and upsampler's conv2d runs as a conv3d, in this thread, restored on exit."""
+    saved, _THREAD.band_exact = _band_exact(), True
     try:
         yield
     finally:
-        _THREAD.fixed_order = saved
+        _THREAD.band_exact = saved
+
+
+def _band_exact():
+    return getattr(_THREAD, "band_exact", False)
 
 
 @contextlib.contextmanager
@@ -110,10 +116,10 @@ def channel_norm(x):
 
 def rms_norm(x, gamma):
     """WanRMS_norm over dim 1: F.normalize (in fp32 for 16-bit inputs, diffusers >= 0.38), then x sqrt(C), x gamma,
-    + 0.0, in that order (fusing the two scales changes the bits). Under fixed_order_norms the norm is channel_norm,
+    + 0.0, in that order (fusing the two scales changes the bits). Under band_exact the norm is channel_norm,
     clamped and divided as F.normalize does."""
     wide = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
-    if getattr(_THREAD, "fixed_order", False):
+    if _band_exact():
         n = (wide / channel_norm(wide).clamp_min(1e-12)).to(x.dtype)
     else:
         n = F.normalize(wide, dim=1).to(x.dtype)
@@ -203,7 +209,11 @@ def upsampler(x, W, name, caches, first, temporal):
     with scope(f"{path}/resample"):
         x = x.permute(0, 2, 1, 3, 4).reshape(b * t, c, h, w)       # (B, C, t, H, W) -> (B*t, C, H, W)
         x = F.interpolate(x.float(), scale_factor=(2.0, 2.0), mode="nearest-exact").type_as(x)
-        x = F.conv2d(x, W[f"{name}.resample.1.weight"], W[f"{name}.resample.1.bias"], padding=1)
+        weight, bias = W[f"{name}.resample.1.weight"], W[f"{name}.resample.1.bias"]
+        if _band_exact():
+            x = F.conv3d(x.unsqueeze(2), weight.unsqueeze(2), bias, padding=(0, 1, 1)).squeeze(2)
+        else:
+            x = F.conv2d(x, weight, bias, padding=1)
     return x.view(b, t, x.shape[1], 2 * h, 2 * w).permute(0, 2, 1, 3, 4)  # -> (B, C, t, 2H, 2W)
 
 
@@ -321,8 +331,8 @@ def decode_bf16(z, weights, out=None, progress=None):
 
 
 def decode_fp32(z, weights, out=None, progress=None, cut=None):
-    """The task's fp32 decode: fp32 latents and weights, TF32 off, the norms' sums in a fixed order."""
-    with fp32_exact(), fixed_order_norms():
+    """The task's fp32 decode: fp32 latents and weights, TF32 off, band_exact."""
+    with fp32_exact(), band_exact():
         return decode(z.float(), [w.float() for w in weights], out, progress, cut)
 
 

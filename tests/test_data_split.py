@@ -285,20 +285,20 @@ def test_channel_norm_is_the_2_norm_in_an_order_that_ignores_the_shape():
     assert torch.equal(reference.channel_norm(x[..., 7:23].contiguous()), reference.channel_norm(x)[..., 7:23])
 
 
-def test_fixed_order_norms_hold_for_their_own_thread_only():
-    """decode_fp32's fixed order changes rms_norm's bits in its thread (so the switch does something) and never in
+def test_band_exact_holds_for_its_own_thread_only():
+    """decode_fp32's band_exact changes rms_norm's bits in its thread (so the switch does something) and never in
     another thread: the data maker's CPU workers are threads, and reference.decode beside them stays diffusers'."""
     import threading
     x = torch.randn(1, 1024, 1, 16, 16, generator=torch.Generator().manual_seed(2))
     gamma = torch.rand(1024, 1, 1, 1, generator=torch.Generator().manual_seed(3)) + 0.5
     plain = reference.rms_norm(x, gamma)
-    with reference.fixed_order_norms():
+    with reference.band_exact():
         fixed = reference.rms_norm(x, gamma)
     assert not torch.equal(fixed, plain) and torch.allclose(fixed, plain, rtol=1e-5, atol=1e-6)
     inside, release = threading.Event(), threading.Event()
 
     def hold():
-        with reference.fixed_order_norms():
+        with reference.band_exact():
             inside.set()
             release.wait(30)
     t = threading.Thread(target=hold)
@@ -309,3 +309,17 @@ def test_fixed_order_norms_hold_for_their_own_thread_only():
     finally:
         release.set()
         t.join()
+
+
+def test_band_exact_resample_is_the_same_conv():
+    """Under band_exact the resample's 3x3 conv2d runs as a conv3d of depth 1: the same sums (fp64, to rounding),
+    and the upsampler's output the plain one's within fp32 rounding."""
+    gen = torch.Generator().manual_seed(4)
+    x = torch.randn(1, 8, 2, 5, 7, dtype=torch.float64, generator=gen)
+    W = {"u.resample.1.weight": torch.randn(8, 8, 3, 3, dtype=torch.float64, generator=gen),
+         "u.resample.1.bias": torch.randn(8, dtype=torch.float64, generator=gen)}
+    plain = reference.upsampler(x, W, "u", {}, True, False)
+    with reference.band_exact():
+        exact = reference.upsampler(x, W, "u", {}, True, False)
+    assert exact.shape == plain.shape == (1, 8, 2, 10, 14)
+    assert torch.allclose(exact, plain, rtol=1e-12, atol=1e-12)

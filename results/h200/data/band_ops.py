@@ -4,8 +4,8 @@ identical: on one GPU, in one process, the full geometry's first latent frames d
 
 - as is: reference.decode_fp32 as it stands (cuDNN with torch's defaults, cudnn.benchmark off; the RMS norms' channel
   sums in a fixed order, reference.channel_norm);
-- F.normalize: the RMS norms through F.normalize, whose reduction order follows the tensor's shape (decode_fp32 before
-  the fixed order);
+- F.normalize: reference.band_exact off: the RMS norms through F.normalize, whose reduction order follows the
+  tensor's shape, and the resample's conv2d as such (decode_fp32 before 797042d);
 - deterministic: torch.backends.cudnn.deterministic on (cuDNN restricted to deterministic algorithms);
 - conv2d as conv3d: the resample's 3x3 conv2d (and the attention's 1x1 conv2d) run as conv3d with a kernel of depth 1,
   the same sums; cuDNN's 3d path may pick other algorithms than its 2d path.
@@ -52,17 +52,17 @@ def conv2d_as_3d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
 
 @contextlib.contextmanager
 def variant(name):
-    old, fixed = torch.backends.cudnn.deterministic, reference.fixed_order_norms
+    old, fixed = torch.backends.cudnn.deterministic, reference.band_exact
     try:
         if name == "F.normalize":
-            reference.fixed_order_norms = contextlib.nullcontext
+            reference.band_exact = contextlib.nullcontext
         if name == "deterministic":
             torch.backends.cudnn.deterministic = True
         if name == "conv2d as conv3d":
             F.conv2d = conv2d_as_3d
         yield
     finally:
-        torch.backends.cudnn.deterministic, reference.fixed_order_norms = old, fixed
+        torch.backends.cudnn.deterministic, reference.band_exact = old, fixed
         F.conv2d = _conv2d
 
 

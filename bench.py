@@ -55,7 +55,7 @@ import os
 import sys
 
 import spec
-from harness import checks, hardware, html, plot, profile, report
+from harness import checks, hardware, html, plot, procs, profile, report
 from harness.checks import STATUSES  # noqa: F401 (bench.STATUSES)
 
 
@@ -131,6 +131,7 @@ def main(argv=None):
     if argv[:1] == ["--scopes"]:
         return profile.scopes_main(argv[1:])
     args = parse_args(argv)
+    procs.mark_judge()      # before the data maker starts its workers
     from rich.console import Console
     if args.report and not plot.available():
         print(f"--report {plot.MISSING}", file=sys.stderr)

@@ -26,7 +26,7 @@ import time
 import xml.etree.ElementTree as ET
 
 import spec
-from harness import html
+from harness import html, procs
 
 EXIT = {"passed": 0, "wrong": 1, "runtime": 2, "audit": 3, "harness": 4, "isolation": 5, "partial": 6}
 KIND = {"passed": "passed", "incorrect": "wrong", "input modified": "wrong", "tampering": "wrong",
@@ -73,6 +73,7 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(argv)
+    procs.mark_judge()      # before the data maker starts its workers
     from rich.console import Console
     from rich.markup import escape
     from harness import plot

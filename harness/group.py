@@ -14,33 +14,28 @@ A call, as the judge runs it (`Group.call`):
 import json
 import os
 import pickle
+import resource
 import secrets
 import select
 import shutil
 import signal
-import socket
 import struct
 import subprocess
 import sys
 import tempfile
 import time
 
-from harness import ipc, procs
+from harness import disk, env, ipc, procs
 from harness.jail import Jail
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLOCK = time.monotonic_ns
 STARTUP_S = 300.0          # load, build cache, prepare, first-call autotuning
 CPUS = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
-MAX_LINE = 1 << 20         # a protocol line is a few hundred bytes; a report with a trace path or problems, a few KiB
+MAX_LINE = 1 << 20         # a protocol line is a few hundred bytes; a report with problems, a few KiB
 # What a rank may say of itself: failures only (its own harness code reports these; a solution can forge them, and
 # then fails).
 RANK_FAILURES = ("runtime error", "load error", "tampering", "incorrect", "harness error")
-ENV_SAFETY = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
-# The environment a rank inherits: the platform's, never the judge's own settings (data folder, seeds, flags).
-ENV_KEEP = ("PATH", "LANG", "LANGUAGE", "TZ", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH")
-ENV_PREFIXES = ("LC_", "NCCL_", "TRITON_", "TORCH_", "PYTORCH_", "CUBLAS", "CUDNN_", "OMP_", "MKL_", "OPENBLAS_",
-                "NVIDIA_")
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 
 
@@ -51,35 +46,31 @@ class GroupFailed(Exception):
 
 
 def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def rank_env(rank, world, port, scratch, cpu, data_dir, build_dir, pkg):
-    env = {k: v for k, v in os.environ.items() if k in ENV_KEEP or k.startswith(ENV_PREFIXES)}
-    env.update(ENV_SAFETY, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
-               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), HOME=scratch, TMPDIR=scratch,
-               TRITON_CACHE_DIR=os.path.join(scratch, "triton"), CUDA_CACHE_PATH=os.path.join(scratch, "nv"),
-               PYTHONPATH=pkg, PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1", DATA=data_dir,
-               WAN_BUILD_DIR=build_dir)
-    if cpu:
-        # One thread a rank: OpenMP's spinning threads slow down by 10-50x when ranks share cores.
-        env["OMP_NUM_THREADS"] = "1"
-    return env
+    """(MASTER_ADDR, port) for a new group; GroupFailed, never OSError, when the loopback has none."""
+    found = env.free_port(Group.ports)
+    if found is None:
+        why = "; an earlier solution's ranks may have exhausted them" if Group.spawned else ""
+        raise GroupFailed("harness error", f"no free TCP port on 127.0.0.1 or {env.OTHER_ADDRESSES} other loopback "
+                                           f"addresses{why}")
+    return found
 
 
 class Group:
     """The rank processes of one solution at one world size, judged from this process."""
     ranks = set()      # the pids of every live group's ranks
+    ports = set()      # their MASTER_PORTs, which tell their orphans apart
+    spawned = 0        # ranks started by this process so far
 
     def __init__(self, solution, world, geometry, cpu, buffers, run, frames, sandbox):
         """solution: a loader.Solution (described, built); run: the run's folder (harness.run.Run); frames: the
         clip lengths the group will see; sandbox: the lock's settings for a rank, or None for no isolation."""
         self.world, self.cpu, self.buffers, self.run = world, cpu, buffers, run
-        self.procs, self.logs, self.fds, self.cmds, self.bufs = [], [], [], [], {}
-        self.calls, self._arrived, self._limit = 0, CLOCK(), STARTUP_S
-        port = self.port = _free_port()
+        self.procs, self.logs, self.fds, self.cmds, self.bufs, self.scratch = [], [], [], [], {}, []
+        self.calls, self._arrived, self._limit, self._disk_at = 0, CLOCK(), STARTUP_S, 0.0
+        earlier = Group.spawned     # ranks were alive before this group's: they may have spent the ports
+        addr, port = _free_port()
+        self.port = port
+        Group.ports.add(port)
         self.jail = Jail.make(f"wan-{os.getpid()}-{port}") if sandbox is not None else None
         import loader
         from harness.decoys import Decoys
@@ -93,12 +84,13 @@ class Group:
         self.sysv = ipc.snapshot()      # and the System V objects made while it ran (harness/ipc.py)
         for r in range(world):
             scratch = tempfile.mkdtemp(prefix=f"rank{r}-", dir=run.scratch)
+            self.scratch.append(scratch)
             cmd_r, cmd_w = os.pipe()
             res_r, res_w = os.pipe()
             log = open(os.path.join(run.logs, f"{solution.name}-x{world}-rank{r}-{len(os.listdir(run.logs))}.log"),
                        "w")
-            env = rank_env(r, world, port, scratch, cpu, self.decoys.folder,
-                           os.path.dirname(loader.build_dir(solution)), run.pkg)
+            environ = env.rank_env(r, world, port, scratch, cpu, self.decoys.folder,
+                                   os.path.dirname(loader.build_dir(solution)), run.pkg, addr)
             lock = None
             if sandbox is not None:
                 lock = {"extra": [run.pkg, os.path.abspath(solution.path), loader.build_dir(solution),
@@ -108,13 +100,18 @@ class Group:
                         "devices": list(DEVICES) + ([] if cpu else sandbox["gpu_devices"])}
             setup = {"rank": r, "world": world, "geometry": geometry.name, "device": "cpu" if cpu else "cuda",
                      "solution": os.path.abspath(solution.path), "buffers": blobs[r], "frames": sorted(frames),
-                     "sandbox": lock, "scratch": scratch}
+                     "sandbox": lock, "scratch": scratch, "trace": self.trace(r)}
             # the run's folder on the command line only names the run in `ps` (a rank ignores it)
-            p = subprocess.Popen([sys.executable, "-m", "harness.rank", str(cmd_r), str(res_w), run.folder], env=env,
-                                 pass_fds=(cmd_r, res_w), stdout=log, stderr=subprocess.STDOUT,
+            p = subprocess.Popen([sys.executable, "-m", "harness.rank", str(cmd_r), str(res_w), run.folder],
+                                 env=environ, pass_fds=(cmd_r, res_w), stdout=log, stderr=subprocess.STDOUT,
                                  stdin=subprocess.DEVNULL, start_new_session=True, cwd=scratch)
             os.close(cmd_r)
             os.close(res_w)
+            Group.spawned += 1
+            try:    # before any code of the solution runs; inherited by whatever it starts
+                resource.prlimit(p.pid, resource.RLIMIT_FSIZE, (disk.FILE_CAP, disk.FILE_CAP))
+            except OSError:
+                pass
             if self.jail is not None:   # before the rank reads its setup, so before any code of the solution runs
                 try:
                     self.jail.add(p.pid)
@@ -138,8 +135,10 @@ class Group:
             if changed:
                 raise GroupFailed("input modified", f"rank {changed[0]}: the weights were modified by prepare",
                                   changed[0])
-        except GroupFailed:
+        except GroupFailed as e:
             self.close(graceful=False)
+            if e.status == "harness error" and earlier and "address" in e.message.lower():
+                e.message += "; an earlier solution's ranks may have exhausted the loopback's ports"
             raise
 
     @staticmethod
@@ -166,6 +165,8 @@ class Group:
                 raise GroupFailed("timeout", f"no answer within {self._limit:.1f} s")
             ready, _, _ = select.select(self.fds, [], [], min(left, 0.5))
             self._arrived = CLOCK()
+            if not ready:       # while idle only: a walk must not delay the stamp of a line that is there
+                self._disk()
             for fd in ready:
                 chunk = os.read(fd, 1 << 20)
                 if not chunk:
@@ -185,7 +186,23 @@ class Group:
             code = p.wait(timeout=5)
         except subprocess.TimeoutExpired:
             code = None
+        if code == -signal.SIGXFSZ:
+            raise GroupFailed("tampering", f"rank {rank} wrote a file of more than {disk.gib(disk.FILE_CAP)} (its log "
+                                           f"or in its scratch) and was killed by SIGXFSZ", rank)
         raise GroupFailed("crash", f"rank {rank} died (exit code {code})", rank)
+
+    def _disk(self, now=False):
+        """About once a second (or `now`): the ranks' scratch folders and logs within the caps (harness/disk.py)."""
+        if not now and time.monotonic() < self._disk_at:
+            return
+        why = disk.over(self.scratch + [log.name for log in self.logs])
+        self._disk_at = time.monotonic() + 1.0
+        if why:
+            raise GroupFailed("tampering", f"the ranks {why}")
+
+    def trace(self, rank):
+        """Where rank `rank`'s profiler trace must be: the judge's choice, never the rank's word."""
+        return os.path.join(self.scratch[rank], disk.TRACE_NAME)
 
     @staticmethod
     def _parse(line, rank):
@@ -223,8 +240,7 @@ class Group:
         ok = isinstance(f.get("t0"), int) and isinstance(f.get("t1"), int) and \
             (f.get("peak") is None or isinstance(f.get("peak"), int)) and \
             isinstance(f.get("problems"), list) and \
-            all(isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in f["problems"]) \
-            and (f.get("trace") is None or isinstance(f.get("trace"), str))
+            all(isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in f["problems"])
         if not ok:
             raise GroupFailed("tampering", f"rank {rank} sent a malformed report: {json.dumps(f)[:200]}", rank)
         return f
@@ -234,7 +250,8 @@ class Group:
         self._quiet("after its done and report")
 
     def _quiet(self, when="between calls"):
-        """Lines that arrived while no call was running are tampering."""
+        """Lines that arrived while no call was running are tampering; so is a flood of the disk meanwhile."""
+        self._disk(now=True)
         ready, _, _ = select.select(self.fds, [], [], 0)
         for fd in ready:
             chunk = os.read(fd, 1 << 20)
@@ -262,6 +279,8 @@ class Group:
         before = self._mine()
         self._unslow()
         verb = "profile" if profile else "go"
+        for r in range(self.world) if profile else ():
+            _unlink(self.trace(r))      # a trace there must be this call's
         nonce = secrets.token_hex(8)      # a `done` must echo it: none can be written before `go`
         t0 = CLOCK()
         self.buffers.place(n)
@@ -328,12 +347,14 @@ class Group:
         """Live processes this group's ranks started, but the ranks: the members of its cgroup, and (for one that
         left it, or where there is none) the ranks' descendants and processes re-parented to the judge that no
         live rank started (an orphan is the group's whose environment it carries; one that cleared its environment
-        is counted by every group, so it appears in the difference around the call that made it)."""
+        is counted by every group, so it appears in the difference around the call that made it). The judge's own
+        helpers carry its mark (procs.mark_judge)."""
         ranks = {p.pid for p in self.procs}
         out = procs.descendants_of(ranks)
         orphans = procs.descendants() - Group.ranks - procs.descendants_of(Group.ranks)
-        others = {pid for pid in orphans
-                  if procs.environ_has(pid, "MASTER_PORT") and not procs.marked(pid, "MASTER_PORT", self.port)}
+        judge = procs.mark_judge()
+        others = {pid for pid in orphans if procs.marked(pid, procs.JUDGE_KEY, judge) or
+                  procs.environ_has(pid, "MASTER_PORT") and not procs.marked(pid, "MASTER_PORT", self.port)}
         out |= orphans - others
         if self.jail is not None:
             out |= self.jail.members() - ranks
@@ -385,6 +406,10 @@ class Group:
                 pass
         for log in self.logs:
             log.close()
+            disk.trim(log.name)
+        for folder in self.scratch:     # what a group wrote goes with it (the run's end would be too late)
+            shutil.rmtree(folder, ignore_errors=True)
+        Group.ports.discard(self.port)
         ipc.remove_new(self.sysv)
         if self.shm is not None:
             for name in set(os.listdir("/dev/shm")) - self.shm:
@@ -393,9 +418,8 @@ class Group:
 
     def log_tail(self, rank, n=15):
         try:
-            with open(self.logs[rank].name) as f:
-                return "".join(f.readlines()[-n:])
-        except (OSError, IndexError, TypeError):
+            return "".join(disk.tail(self.logs[rank].name).splitlines(keepends=True)[-n:])
+        except (IndexError, TypeError):
             return ""
 
 

@@ -3,9 +3,18 @@ the judge as their subreaper, so that a process a rank detaches (double fork, ne
 descendant of the judge, where it can be seen and killed."""
 import ctypes
 import os
+import secrets
 import signal
 
 PR_SET_CHILD_SUBREAPER = 36
+JUDGE_KEY = "WAN_JUDGE_MARK"
+
+
+def mark_judge():
+    """A secret in this process's environment, which its own children inherit (the data maker's workers,
+    multiprocessing's resource tracker) and no rank sees (a rank's environment is made afresh, and Landlock keeps it
+    from other processes' /proc entries): the judge's helpers, never taken for a solution's. Returns the mark."""
+    return os.environ.setdefault(JUDGE_KEY, secrets.token_hex(16))
 
 
 def become_subreaper():

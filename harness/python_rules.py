@@ -184,6 +184,10 @@ class Checker(ast.NodeVisitor):
             if dtype:
                 self.add(node, "narrow-numerics", f"`{ast.unparse(node)[:60]}` uses the dtype `{min(dtype)}`, "
                                                   f"which {rules.phrase('narrow-numerics')}")
+        if name == "view" and method and any(self.names.qualify(a) & set(rules.INT_DTYPES) for a in values):
+            self.add(node, "narrow-numerics", f"`{ast.unparse(node)[:60]}` reinterprets a tensor's bits as integers "
+                                              f"(bit masks round to a coarse grid), which "
+                                              f"{rules.phrase('narrow-numerics')}")
         if not (method or library):
             return
         shown = f"`{ast.unparse(node)[:60]}`"
@@ -347,6 +351,10 @@ class Checker(ast.NodeVisitor):
     def visit_BinOp(self, node):
         if not isinstance(self.parent.get(node), ast.BinOp):     # a whole expression of numbers: 1.5 * 2 ** 23
             self.check_rounder(node, const_number(node))
+        if isinstance(node.op, (ast.FloorDiv, ast.Mod)) and number(node.right) == 1:   # pointless on integers
+            self.add(node, "narrow-numerics", f"`{ast.unparse(node)[:40]}` floors a float (its integer or fraction "
+                                              f"part), which rounds to a coarse grid (quantize/dequantize) and "
+                                              f"{rules.phrase('narrow-numerics')}")
         s = const_str(node)
         if s is not None and not (isinstance(self.parent.get(node), ast.BinOp) and const_str(self.parent[node])):
             self.check_string(node, s)    # the whole of "fo" + "pen"

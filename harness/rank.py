@@ -7,7 +7,8 @@ and serve the judge's commands, one line each:
 
     go CALL T NONCE       run(z, weights, rank, world, pg, out) on the T-frame views, synchronise every device
                           this process touched, write `done` (with CALL and NONCE); then `report` (diagnostics)
-    profile CALL T NONCE  the same under torch.profiler with the named scopes on; the trace goes to scratch
+    profile CALL T NONCE  the same under torch.profiler with the named scopes on; the trace goes where the
+                          setup says (a fixed name in scratch, where the judge reads it)
     quit
 
 Everything after the import runs beside the solution and is the solution's to change: the judge trusts none of it
@@ -17,6 +18,7 @@ report's findings can only fail a call, never pass one.
 import json
 import os
 import pickle
+import signal
 import struct
 import sys
 import time
@@ -114,6 +116,7 @@ class Rank:
         self.snapshot, self.modes = guards.snapshot(torch), guards.modes(torch)
         lent = (weights[0].untyped_storage().data_ptr(), weights[0].untyped_storage().nbytes())
         from harness import census
+        unjudged = census.allowance([tuple(w.shape) for w in weights])
         # -- from here on, the solution's code is in this process
         try:
             solution = loader.load(s["solution"])
@@ -139,7 +142,7 @@ class Rank:
         if tampered:
             self.send("error", status="tampering", rank=self.rank, phase="load or prepare", error="; ".join(tampered))
             return False
-        narrow = census.narrow(weights, lent)
+        narrow = census.narrow(weights, lent, unjudged)
         if narrow:
             self.send("error", status="incorrect", rank=self.rank, phase="prepare",
                       error=f"narrow numerics: {'; '.join(narrow[:4])}")
@@ -192,15 +195,13 @@ class Rank:
             problems.append(["tampering", f"rank {self.rank}: {'; '.join(tampered)}"])
         if (out.untyped_storage().data_ptr(), out.data_ptr(), tuple(out.shape), out.stride()) != layout:
             problems.append(["incorrect", f"rank {self.rank}: out's storage, shape or strides changed"])
-        trace = None
         if prof is not None:
             import reference
             prof.stop()
             reference.set_scopes(False)
-            trace = os.path.join(self.setup["scratch"], f"trace-{call}.json")
-            prof.export_chrome_trace(trace)
+            prof.export_chrome_trace(self.setup["trace"])   # where the judge looks (in scratch), whatever a rank says
         peak = None if self.cpu else self.torch.cuda.max_memory_allocated(self.device)
-        self.send("report", call=call, t0=t0, t1=t1, peak=peak, problems=problems, trace=trace)
+        self.send("report", call=call, t0=t0, t1=t1, peak=peak, problems=problems)
 
     def profiler(self):
         import reference
@@ -218,6 +219,8 @@ def _short(e):
 
 def main():
     cmd_fd, res_fd = int(sys.argv[1]), int(sys.argv[2])     # argv[3], the run's folder, is for `ps` only
+    # Python ignores SIGXFSZ: a file past the judge's cap (RLIMIT_FSIZE) then ends the rank, where the judge names it.
+    signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
     rank = None
     try:
         rank = Rank(cmd_fd, res_fd)

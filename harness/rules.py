@@ -67,7 +67,7 @@ TABLE = (
                 "numpy.lib.format", "numpy.lib.npyio", "numpy.DataSource",
                 "torch.load", "torch.save", "torch.from_file", "torch.serialization", "torch.package", "torch.hub",
                 "torch.jit.load", "torch.jit.save", "torch.distributed.checkpoint", "torch.distributed.FileStore",
-                "torch.utils.tensorboard", "safetensors", "h5py", "dill", "cloudpickle", "joblib",
+                "torch.utils.tensorboard", "torch.utils.data.datapipes", "safetensors", "h5py", "dill", "cloudpickle", "joblib",
                 # well-known readers in third-party packages (a static audit cannot list them all)
                 "PIL.Image.open", "cv2.imread", "cv2.imwrite", "cv2.VideoCapture", "cv2.VideoWriter", "imageio",
                 "torchaudio.load", "torchaudio.save", "pandas.read_csv", "pandas.read_pickle", "pandas.read_parquet",
@@ -206,7 +206,8 @@ TABLE = (
          names=("torch.ao", "torch.quantization", "torchao", "bitsandbytes", "torch.nn.quantized",
                 "torch.nn.quantizable", "torch.nn.intrinsic", "torch.nn.qat", "torch.round", "torch.round_",
                 "torch.frexp", "torch.ldexp", "torch.ldexp_", "torch.special.round", "numpy.round", "numpy.around",
-                "numpy.rint", "numpy.frexp", "numpy.ldexp", "math.frexp", "math.ldexp"),
+                "numpy.rint", "numpy.frexp", "numpy.ldexp", "math.frexp", "math.ldexp", "torch.bucketize",
+                "torch.searchsorted", "numpy.digitize", "numpy.searchsorted"),
          attributes=("round", "round_", "__round__", "frexp", "ldexp", "ldexp_", "rint", "nearbyint", "char", "byte"),
          cpp=(Cpp("text", NARROW_TEXT, "uses a number format narrower than bf16"),
               Cpp("text", re.compile(r"\b(at|torch|c10|ScalarType)\s*::\s*(k?Q?U?Int8|kChar|kByte|Char|Byte|"
@@ -220,6 +221,8 @@ TABLE = (
                 **dict.fromkeys(("frexp", "ldexp", "ldexp_", "torch.frexp", "torch.ldexp", "torch.ldexp_",
                                  "numpy.frexp", "numpy.ldexp", "math.frexp", "math.ldexp"),
                                 "splits mantissa from exponent (quantize/dequantize), narrower than bf16"),
+                **dict.fromkeys(("torch.bucketize", "torch.searchsorted", "numpy.digitize", "numpy.searchsorted"),
+                                "maps values to a codebook (quantize), narrower than bf16"),
                 "char": "casts to int8, narrower than bf16", "byte": "casts to uint8, narrower than bf16"}),
     Rule("unaudited-file", "every file of a solution must be a source the audit reads: compiled modules, data files, "
                            "bytecode that differs from its source, sources outside the solution or that do not parse "

@@ -7,11 +7,10 @@ come first. The working set (GBs) is far beyond L2, so no cache flush between ca
 import json
 import os
 import secrets
-import shutil
 
 import bounds
 import spec
-from harness import checks, maps, profile
+from harness import checks, disk, maps, profile
 from harness.group import STARTUP_S, Group, GroupFailed
 from harness.inputs import Fresh
 
@@ -66,8 +65,7 @@ def judged(group, z, ref, allow, timeout, device, profile_call=False, atlas=None
     peaks = [None if r.get("peak") is None else r["peak"] + z.numel() * 2 + (video if i == 0 else 0)
              for i, r in enumerate(reports)]
     call = {"time_s": seconds, "status": status, "reason": reason, "figures": figs, "done_s": arrivals,
-            "rank_s": [(r["t1"] - r["t0"]) / 1e9 for r in reports], "peak_bytes": peaks,
-            "traces": [r.get("trace") for r in reports]}
+            "rank_s": [(r["t1"] - r["t0"]) / 1e9 for r in reports], "peak_bytes": peaks}
     if error_map:
         call["error_map"] = error_map
     return call
@@ -196,22 +194,32 @@ class Runner:
         return records
 
     def profile_call(self, sol, world, workload, rec, z, ref, allow):
-        """One more call (checked, not counted) under the profiler with the named scopes on."""
+        """One more call (checked, not counted) under the profiler with the named scopes on. Each rank's trace is
+        taken from where the judge put it (its scratch folder), capped (harness/disk.py); a trace that is missing,
+        too large, not a regular file or not a trace fails the solution's workload."""
         os.makedirs(self.args.profile, exist_ok=True)
         prefix = os.path.abspath(os.path.join(self.args.profile, f"{sol['name']}-{workload}"))
         timeout = 3 * call_timeout(z.shape[2], world, self.geometry, self.cpu, self.args.timeout_scale)
+        group = self.groups[(sol["path"], world)]
+        ranks = []
         try:
-            call = judged(self.groups[(sol["path"], world)], z, ref, allow, timeout, self.device, profile_call=True)
+            call = judged(group, z, ref, allow, timeout, self.device, profile_call=True)
+            for r in range(world):
+                path = f"{prefix}-rank{r}.json"
+                try:
+                    disk.copy_trace(group.trace(r), path)
+                    events = profile.read_trace(path)
+                    ranks.append({"rank": r, "trace": path, "call_s": call["rank_s"][r],
+                                  "scopes": profile.scope_table(events),
+                                  "communication": None if self.cpu else profile.overlap(events)})
+                except disk.Refused as e:
+                    raise GroupFailed(e.status, f"profile: rank {r}: {e.reason}", r)
+                except Exception as e:      # the file is the solution's: an error reading it is its failure
+                    raise GroupFailed("runtime error", f"profile: rank {r}'s trace is not a Chrome trace "
+                                                       f"({type(e).__name__}: {str(e)[:200]})", r)
         except GroupFailed as err:
             self.fail(sol, world, rec, err)
             return
-        ranks = []
-        for r, src in enumerate(call["traces"]):
-            path = f"{prefix}-rank{r}.json"
-            shutil.copyfile(src, path)
-            events = profile.read_trace(path)
-            ranks.append({"rank": r, "trace": path, "call_s": call["rank_s"][r], "scopes": profile.scope_table(events),
-                          "communication": None if self.cpu else profile.overlap(events)})
         rec["profile"] = {"status": call["status"], "time_s": call["time_s"], "ranks": ranks}
         with open(prefix + "-scopes.json", "w") as f:
             json.dump(rec["profile"], f, indent=1)
@@ -232,7 +240,7 @@ class Runner:
         g = self.groups.get((sol["path"], world))
         if g is not None and err.rank is not None:
             tail = g.log_tail(err.rank)
-        rec.update(status=err.status, reason=err.message, log_tail=tail or None)
+        rec.update(status=err.status, passed=False, reason=err.message, log_tail=tail or None)
         self.drop(sol, world)
 
     def summarise(self, rec):

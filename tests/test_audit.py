@@ -491,6 +491,14 @@ REVIEW_FIRES = [
     ("narrow-numerics", "narrow format's range", "import numpy as np\ndef f(a):\n    return np.clip(a, -448.0, 448.0)"),
     ("narrow-numerics", "narrow format's range", "def f(x):\n    return x.clamp(max=127)"),
     ("narrow-numerics", "rounds values to integers", "SRC = '__global__ void k(float* x) { x[0] = rintf(x[0]); }'"),
+    ("file-io", "touches files", "from torch.utils.data.datapipes.iter import FileOpener"),
+    ("narrow-numerics", "floors a float", "def f(w, s):\n    return (w / s + 0.5) // 1 * s"),
+    ("narrow-numerics", "floors a float", "def f(w, s):\n    q = w / s\n    return (q - q % 1.0) * s"),
+    ("narrow-numerics", "codebook", "import torch\ndef f(w, grid):\n    return grid[torch.bucketize(w, grid)]"),
+    ("narrow-numerics", "codebook", "import torch\ndef f(w, g):\n    return g[torch.searchsorted(g, w)]"),
+    ("narrow-numerics", "reinterprets a tensor's bits", "import torch\ndef f(w):\n"
+                                                        "    return (w.view(torch.int16) & -16).view(torch.bfloat16)"),
+    ("narrow-numerics", "reinterprets a tensor's bits", "import torch\ndef f(w):\n    return w.view(dtype=torch.int32)"),
     # reflection through format strings
     ("dynamic-name", "reads attributes or items by name", "def f(x):\n    return '{0.__class__}'.format(x)"),
     ("introspection", "reads `.__globals__`", "def f(g):\n    return '{0.__globals__[os]}'.format(g)"),
@@ -569,6 +577,8 @@ REVIEW_QUIET = [
     "import torch\ndef f(x, idx, w):\n    y = torch.clamp(x, min=-1.0, max=1.0) + x.clamp(-1, 1) + x.clamp(min=0)\n"
     "    z = x.to(torch.bfloat16).to(torch.float32).floor()\n    return torch.div(idx, w, rounding_mode='floor')",
     "import torch\ny = torch.int8\nz = torch.iinfo\nb = torch.bool",
+    # integer index arithmetic: modulo and floor division by other numbers, dtype views among floats
+    "import torch\ndef f(i, W, x):\n    return i % W, i // 2, (i + 1) % 2, x.view(torch.bfloat16), x.view(-1, 4)",
     # format strings without attribute or index fields; f-strings are ordinary code
     "MSG = '{} frames of {}x{}'\ndef f(n, h, w, x):\n    return MSG.format(n, h, w) + '{:.3f} {0:>{1}}'.format(1.0, 3)"
     " + f'{x.shape}' + '%(a)s' % {'a': 1}",

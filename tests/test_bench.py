@@ -151,3 +151,128 @@ def test_runs_under_torchrun(tiny_data, tmp_path, run_tmp):
     report = json.loads(out.read_text())
     assert report["workloads"]["f5x4"]["passed"] and report["workloads"]["f5x1"]["passed"]
     assert not leftover_workers()
+
+
+class _Loopback:
+    """A stand-in for socket.socket whose bind fails (EADDRINUSE) where `refuses(address, reuse)` says so: a loopback
+    whose ephemeral ports an earlier solution put in TIME_WAIT, without exhausting the machine's."""
+    def __init__(self, refuses):
+        self.refuses = refuses
+
+    def __call__(self, *args):
+        import errno
+        refuses = self.refuses
+
+        class Sock:
+            reuse = False
+
+            def setsockopt(self, level, name, value):
+                self.reuse = bool(value)
+
+            def bind(self, address):
+                if refuses(address[0], self.reuse):
+                    raise OSError(errno.EADDRINUSE, "Address already in use")
+                self.address = address
+
+            def getsockname(self):
+                return self.address[0], 40000
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                return False
+        return Sock()
+
+
+def test_free_port_falls_back_to_other_loopback_addresses(monkeypatch):
+    """127.0.0.1 exhausted, even with SO_REUSEADDR: another address of 127/8, and MASTER_ADDR names it."""
+    import types
+
+    from harness import env, group
+    fake = types.SimpleNamespace(socket=_Loopback(lambda addr, reuse: addr in ("127.0.0.1", "")),
+                                 SOL_SOCKET=1, SO_REUSEADDR=2)
+    monkeypatch.setattr(env, "socket", fake)
+    addr, port = group._free_port()
+    assert addr.startswith("127.") and addr != "127.0.0.1" and port == 40000
+    assert env.rank_env(0, 1, port, "/s", True, "/d", "/b", "/p", addr)["MASTER_ADDR"] == addr
+    fake.socket = _Loopback(lambda addr, reuse: not reuse)     # ports in TIME_WAIT: SO_REUSEADDR binds them
+    assert group._free_port() == ("127.0.0.1", 40000)
+    monkeypatch.setattr(group.Group, "ports", {40000})          # a live group's port names its processes
+    with pytest.raises(group.GroupFailed):
+        group._free_port()
+
+
+def test_no_free_port_fails_the_group_and_names_an_earlier_solution(monkeypatch):
+    import types
+
+    from harness import env, group
+    monkeypatch.setattr(env, "socket", types.SimpleNamespace(socket=_Loopback(lambda addr, reuse: True),
+                                                             SOL_SOCKET=1, SO_REUSEADDR=2))
+    monkeypatch.setattr(group.Group, "spawned", 0)
+    with pytest.raises(group.GroupFailed) as e:
+        group._free_port()
+    assert e.value.status == "harness error" and "no free TCP port" in e.value.message
+    assert "earlier solution" not in e.value.message
+    monkeypatch.setattr(group.Group, "spawned", 2)
+    with pytest.raises(group.GroupFailed, match="an earlier solution's ranks may have exhausted them"):
+        group._free_port()
+
+
+def _private_network():
+    """Whether this process may run a command in a network namespace of its own (root, unshare, ip)."""
+    try:
+        return subprocess.run(["unshare", "-n", "sh", "-c", "ip link set lo up"], capture_output=True,
+                              timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _private_network(), reason="needs `unshare -n` (root) and `ip`")
+def test_exhausted_ports_do_not_crash_bench(tiny_data, tmp_path):
+    """The real attack, in a network namespace of its own with 150 ephemeral ports: exhausts_ports.py spends them all
+    in prepare; bench still writes its report, the cheat's record and a record for the solution after it."""
+    out = tmp_path / "r.json"
+    cmd = (f"ip link set lo up && sysctl -qw net.ipv4.ip_local_port_range='40000 40150' && "
+           f"{sys.executable} bench.py {os.path.join(ROOT, 'tests', 'cheats', 'exhausts_ports.py')} "
+           f"solutions/reference --tiny --workloads f5x1 --json {out}")
+    p = subprocess.run(["unshare", "-n", "sh", "-c", cmd], cwd=ROOT, env=tiny_data, capture_output=True, text=True,
+                       timeout=600)
+    assert "Traceback" not in p.stderr and p.returncode in (0, 1), p.stdout[-2000:] + p.stderr[-3000:]
+    recs = {n: s["workloads"]["f5x1"] for n, s in json.loads(out.read_text())["solutions"].items()}
+    assert recs["exhausts_ports"]["status"] == "passed", recs
+    honest = recs["reference"]
+    assert honest["passed"] or "exhausted the loopback's ports" in honest["reason"], honest
+
+
+JUDGE_WITH_A_HELPER = """import multiprocessing as mp, sys, time
+sys.path.insert(0, {root!r})
+import bench
+from harness import procs
+if {marked}:
+    procs.mark_judge()
+helper = mp.get_context("spawn").Process(target=time.sleep, args=(300,), daemon=True)
+helper.start()       # as the data maker's workers and multiprocessing's resource tracker are, on first use
+try:
+    code = bench.main(sys.argv[1:])
+finally:
+    helper.kill()
+sys.exit(code)
+"""
+
+
+@pytest.mark.slow
+def test_the_judges_own_helpers_are_not_the_solutions(tiny_data, tmp_path):
+    """A process the judge started itself, after bench marked it, is not one the solution left running; an unmarked
+    one (as a rank's orphan that cleared its environment would be) still is."""
+    for marked in (True, False):
+        out = tmp_path / f"r{marked}.json"
+        p = subprocess.run([sys.executable, "-c", JUDGE_WITH_A_HELPER.format(root=ROOT, marked=marked),
+                            "solutions/reference", "--tiny", "--workloads", "f1x1", "--json", str(out)], cwd=ROOT,
+                           env=tiny_data, capture_output=True, text=True, timeout=300)
+        rec = json.loads(out.read_text())["workloads"]["f1x1"]
+        if marked:
+            assert p.returncode == 0 and rec["passed"], (rec["status"], rec["reason"], p.stderr[-2000:])
+        else:
+            assert rec["status"] == "tampering" and "processes left running" in rec["reason"], rec

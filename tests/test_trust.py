@@ -28,6 +28,15 @@ EXPECTED = {
     "endless_line.py": ("tampering", "sent a line of more than"),
     "truncates_out.py": ("runtime error", "PermissionError"),
     "leaves_its_cgroup.py": ("tampering", "processes left running after the call"),
+    "floods_scratch.py": ("tampering", "wrote more than 8 GiB to their scratch folders and logs"),
+    "floods_its_log.py": ("tampering", "wrote a file of more than 2 GiB (its log or in its scratch)"),
+    "sparse_log.py": ("tampering", "wrote a file of more than 2 GiB (its log or in its scratch)"),
+}
+
+# cheats on --profile's traces: cheat -> (status, a phrase of the reason)
+PROFILE = {
+    "trace_names_dev_zero.py": ("tampering", "not a regular file"),
+    "trace_is_a_fifo.py": ("tampering", "not a regular file"),
 }
 
 
@@ -113,7 +122,8 @@ def test_skipping_work_after_the_first_calls_is_incorrect(tiny_data, tmp_path):
 
 
 DEFAULT = ("forges_lines.py", "early_done.py", "hooks_after_window.py", "reads_data_folder.py", "tmp_cache.py",
-           "detaches_quietly.py", "forges_a_pass.py", "truncates_out.py", "leaves_its_cgroup.py")
+           "detaches_quietly.py", "forges_a_pass.py", "truncates_out.py", "leaves_its_cgroup.py", "floods_scratch.py",
+           "sparse_log.py")
 
 
 @pytest.mark.parametrize("cheats", [DEFAULT, pytest.param(tuple(EXPECTED), marks=pytest.mark.slow)],
@@ -231,3 +241,55 @@ def test_the_judge_removes_the_system_v_objects_made_after_a_snapshot():
     assert {i for _, i in ipc.snapshot() - before} == {int(i) for i in made}
     removed = ipc.remove_new(before)
     assert sorted(k for k, _ in removed) == ["msg", "sem", "shm"] and ipc.snapshot() <= before
+
+
+def test_profile_takes_only_the_trace_the_judge_placed(tiny_data, tmp_path):
+    """--profile copies each rank's trace from the one place the judge chose in its scratch folder, a regular file
+    there and capped: a report naming /dev/zero, a link to it or a FIFO in that place fail the solution, at once."""
+    out, prof = tmp_path / "r.json", tmp_path / "prof"
+    p = subprocess.run([sys.executable, "bench.py", "solutions/reference", *[os.path.join(CHEATS, c) for c in PROFILE],
+                        "--tiny", "--workloads", "f5x1", "--profile", str(prof), "--json", str(out)], cwd=ROOT,
+                       env=tiny_data, capture_output=True, text=True, timeout=300)
+    report = json.loads(out.read_text())
+    honest = report["solutions"]["reference"]["workloads"]["f5x1"]
+    assert honest["passed"] and honest["profile"]["ranks"], p.stdout[-3000:]
+    for cheat, (status, phrase) in PROFILE.items():
+        rec = report["solutions"][cheat[:-3]]["workloads"]["f5x1"]
+        assert rec["status"] == status and not rec["passed"] and phrase in rec["reason"], (cheat, rec)
+    assert sorted(os.listdir(prof)) == ["reference-f5x1-rank0.json", "reference-f5x1-scopes.json"]
+    assert p.returncode == 1
+
+
+def test_a_trace_is_copied_only_from_a_regular_file_and_capped(tmp_path):
+    from harness import disk
+    src, dst = tmp_path / "trace.json", tmp_path / "copy.json"
+    src.write_bytes(b"x" * 5000)
+    disk.copy_trace(str(src), str(dst))
+    assert dst.read_bytes() == src.read_bytes()
+    with pytest.raises(disk.Refused, match="larger than") as e:
+        disk.copy_trace(str(src), str(tmp_path / "big.json"), cap=4096)
+    assert e.value.status == "runtime error" and not (tmp_path / "big.json").exists()
+    link, fifo = tmp_path / "link.json", tmp_path / "fifo.json"
+    link.symlink_to("/dev/zero")
+    os.mkfifo(fifo)                 # nothing writes it: opened to read without O_NONBLOCK, it would wait for ever
+    for bad in (link, fifo):
+        with pytest.raises(disk.Refused, match="not a regular file") as e:
+            disk.copy_trace(str(bad), str(dst))
+        assert e.value.status == "tampering"
+    with pytest.raises(disk.Refused, match="no trace") as e:
+        disk.copy_trace(str(tmp_path / "missing.json"), str(dst))
+    assert e.value.status == "runtime error"
+
+
+def test_the_disk_count_caps_bytes_and_files_without_following_links(tmp_path):
+    from harness import disk
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "f").write_bytes(b"x" * (1 << 20))
+    (tmp_path / "root").symlink_to("/")
+    assert disk.over([str(tmp_path)], cap=2 << 20) is None
+    assert "wrote more than" in disk.over([str(tmp_path)], cap=1 << 19)
+    assert "more than 2 files" in disk.over([str(tmp_path)], entries=2)
+    log = tmp_path / "log"
+    log.write_bytes(b"a\n" * (1 << 20))
+    disk.trim(str(log), keep=10)
+    assert log.read_bytes().endswith(b"a\na\na\na\na\n") and log.stat().st_size < 100

@@ -1,0 +1,104 @@
+"""What the judge lets a group's ranks put on its disk, and how it reads back the one file it takes from them.
+
+A rank writes its log (stdout and stderr) and its scratch folder; both are the solution's. Caps none of an honest
+solution reaches: a profiler trace of a long GPU call is a few hundred MB, Triton and CUDA caches tens of MB."""
+import os
+import stat
+
+FILE_CAP = 2 << 30          # one file a rank writes (RLIMIT_FSIZE): its log, a trace, a scratch file
+DISK_CAP = 8 << 30          # a group's scratch folders and logs together
+ENTRIES_CAP = 200_000       # files and folders in them: the judge walks them about once a second
+LOG_KEEP = 1 << 20          # what the judge keeps of a closed group's log (its tail)
+TRACE_NAME = "profile-trace.json"   # where a rank's trace must be, in its own scratch folder
+
+
+class Refused(Exception):
+    def __init__(self, status, reason):
+        super().__init__(reason)
+        self.status, self.reason = status, reason
+
+
+def gib(n):
+    return f"{n / (1 << 30):.3g} GiB"
+
+
+def over(paths, cap=DISK_CAP, entries=ENTRIES_CAP):
+    """A reason when the files under `paths` take more than `cap` bytes of disk or number more than `entries`, or
+    hide from the judge (a folder it cannot list); None otherwise. Symbolic links are not followed."""
+    used, seen, todo = 0, 0, list(paths)
+    while todo:
+        path = todo.pop()
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            return f"made a file the judge cannot inspect ({e})"
+        used += st.st_blocks * 512      # the disk a file takes: a sparse file's holes take none
+        seen += 1
+        if used > cap:
+            return f"wrote more than {gib(cap)} to their scratch folders and logs"
+        if seen > entries:
+            return f"made more than {entries} files in their scratch folders"
+        if stat.S_ISDIR(st.st_mode):
+            try:
+                todo += [e.path for e in os.scandir(path)]
+            except FileNotFoundError:
+                pass
+            except OSError as e:
+                return f"made a folder the judge cannot list ({e})"
+    return None
+
+
+def copy_trace(src, dst, cap=FILE_CAP):
+    """Copy a rank's trace from `src` (in its scratch) to `dst`: a regular file there itself (no link followed, no
+    FIFO or device opened to block or stream), at most `cap` bytes. Refused names the solution's failure."""
+    try:
+        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise Refused("runtime error", f"no trace at {os.path.basename(src)} in the rank's scratch folder")
+    except OSError as e:     # ELOOP: a symbolic link in its place
+        raise Refused("tampering", f"the trace in the rank's scratch folder is not a regular file ({e.strerror})")
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise Refused("tampering", "the trace in the rank's scratch folder is not a regular file")
+        if st.st_size > cap:
+            raise Refused("runtime error", f"the trace is larger than {gib(cap)} ({gib(st.st_size)})")
+        left = cap + 1          # a file still growing is cut off here and refused
+        with open(dst, "wb") as out:
+            while left > 0:
+                chunk = os.read(fd, min(left, 1 << 24))
+                if not chunk:
+                    break
+                out.write(chunk)
+                left -= len(chunk)
+        if left <= 0:
+            os.unlink(dst)
+            raise Refused("runtime error", f"the trace is larger than {gib(cap)}")
+    finally:
+        os.close(fd)
+
+
+def tail(path, size=64 << 10):
+    """The last `size` bytes of a file as text (a log may be gigabytes)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - size))
+            return f.read(size).decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def trim(path, keep=LOG_KEEP):
+    """Cut a closed group's log to its last `keep` bytes: what a flood left must not stay for the rest of the run."""
+    try:
+        if os.lstat(path).st_size <= keep:
+            return
+        with open(path, "rb") as f:
+            f.seek(-keep, os.SEEK_END)
+            kept = f.read(keep)
+        with open(path, "wb") as f:
+            f.write(b"[... the log's start was cut ...]\n" + kept)
+    except OSError:
+        pass

@@ -1,0 +1,57 @@
+"""What a rank starts with: its environment, the platform's (never the judge's own settings), and its group's
+rendezvous (MASTER_ADDR:MASTER_PORT).
+
+The port is found without trusting that 127.0.0.1 has one: a solution may have put every ephemeral port of it in
+TIME_WAIT (bind, connect to itself, close the client side). Rank 0's store listens on every address at the port, with
+SO_REUSEADDR (torch's TCPStore), so ports in TIME_WAIT do not stop it once the judge has found one; the others
+connect to MASTER_ADDR."""
+import os
+import random
+import socket
+
+ENV_SAFETY = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+# The environment a rank inherits (not the judge's data folder, seeds, flags).
+ENV_KEEP = ("PATH", "LANG", "LANGUAGE", "TZ", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH")
+ENV_PREFIXES = ("LC_", "NCCL_", "TRITON_", "TORCH_", "PYTORCH_", "CUBLAS", "CUDNN_", "OMP_", "MKL_", "OPENBLAS_",
+                "NVIDIA_")
+
+OTHER_ADDRESSES = 8         # 127.x.y.z tried after 127.0.0.1: on Linux the whole 127/8 is the loopback
+
+
+def candidates(rng=random):
+    """(address to bind, MASTER_ADDR, SO_REUSEADDR) in the order tried."""
+    out = [("127.0.0.1", "127.0.0.1", False), ("", "127.0.0.1", True)]
+    for _ in range(OTHER_ADDRESSES):
+        addr = f"127.{rng.randrange(256)}.{rng.randrange(256)}.{rng.randrange(1, 255)}"
+        out.append((addr, addr, True))
+    return out
+
+
+def free_port(taken=()):
+    """(MASTER_ADDR, port) that a listener can bind now, the port not in `taken` (the live groups' ports, which name
+    their processes); None when no candidate has one."""
+    for bind, master, reuse in candidates():
+        try:
+            with socket.socket() as s:
+                if reuse:
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                s.bind((bind, 0))
+                port = s.getsockname()[1]
+        except OSError:
+            continue
+        if port not in taken:
+            return master, port
+    return None
+
+
+def rank_env(rank, world, port, scratch, cpu, data_dir, build_dir, pkg, addr="127.0.0.1"):
+    env = {k: v for k, v in os.environ.items() if k in ENV_KEEP or k.startswith(ENV_PREFIXES)}
+    env.update(ENV_SAFETY, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
+               MASTER_ADDR=addr, MASTER_PORT=str(port), HOME=scratch, TMPDIR=scratch,
+               TRITON_CACHE_DIR=os.path.join(scratch, "triton"), CUDA_CACHE_PATH=os.path.join(scratch, "nv"),
+               PYTHONPATH=pkg, PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1", DATA=data_dir,
+               WAN_BUILD_DIR=build_dir)
+    if cpu:
+        # One thread a rank: OpenMP's spinning threads slow down by 10-50x when ranks share cores.
+        env["OMP_NUM_THREADS"] = "1"
+    return env

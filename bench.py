@@ -98,8 +98,10 @@ def plan(args, console, gpus, cpu):
 
 
 def describe(args, console, rank0):
-    """The solutions, described and built (in a child process with a time limit), or None after an error."""
+    """The solutions, described and built (in a locked-down child process with a time limit), or None after an
+    error."""
     import loader
+    from harness.run import excluded
     solutions = []
     for path in args.solutions:
         try:
@@ -110,7 +112,8 @@ def describe(args, console, rank0):
         sol = {"name": d.name, "path": d.path, "hash": d.content_hash, "build_error": None, "desc": d}
         if d.manifest.get("sources") and rank0:
             console.print(f"building {d.name} ...")
-            sol["build_error"] = loader.build_in_child(d.path, timeout=1200)
+            sol["build_error"] = loader.build_in_child(d.path, timeout=1200,
+                                                       exclude=excluded(not args.no_isolation))
             if sol["build_error"]:
                 console.print(f"[red]{d.name}: build error: {sol['build_error']}[/]")
         if sol["name"] in {s["name"] for s in solutions}:

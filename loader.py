@@ -210,16 +210,74 @@ def load(path):
     return solution
 
 
-def build_in_child(path, timeout):
+# The build child: locked down (harness/sandbox.py) before torch and the compiler run, so that the solution's code
+# that runs at build time (a global constructor in the extension, which cpp_extension loads) reads no more than a
+# rank may and writes only the build folder and its own scratch folder.
+_BUILD_CHILD = """import json, os, sys
+sys.path.insert(0, {root!r})
+import loader
+from harness import sandbox
+try:
+    d = loader.describe({path!r})
+    if {lock!r} is not None:      # before torch (build_dir's machine tag imports it) starts threads
+        sandbox.lock(read=sandbox.allowed_reads(exclude={lock!r}) + [os.path.abspath({path!r})],
+                     write=[{build!r}, {scratch!r}], devices=["/dev/null", "/dev/zero", "/dev/urandom"])
+    loader.build(d)
+except Exception as e:
+    print(json.dumps({{"error": str(e)}}))
+    sys.exit(1)
+"""
+
+
+def build_in_child(path, timeout, exclude=None):
     """Build a solution's extension in a child process (a hanging compiler cannot hang the harness); returns None
-    or the failure in a few lines: what failed and the compiler's first error."""
-    code = (f"import sys, json; sys.path.insert(0, {ROOT!r}); import loader\n"
-            f"try:\n    loader.build(loader.describe({path!r}))\n"
-            f"except Exception as e:\n    print(json.dumps({{'error': str(e)}})); sys.exit(1)")
+    or the failure in a few lines: what failed and the compiler's first error. exclude: the folders it must not
+    read (the data, the repository), for a child locked down as a rank is, or None (no Landlock: not locked). The
+    child gets the platform's environment only (never the judge's), runs in a cgroup of its own where there is one,
+    and nothing it starts outlives it."""
+    import shutil
+    import tempfile
+
+    from harness import env, procs
+    from harness.jail import Jail
+    procs.become_subreaper()         # what it detaches stays below the judge, where it is found
+    before = procs.descendants()
+    scratch = tempfile.mkdtemp(prefix="wan-build-")
+    environ = {k: v for k, v in os.environ.items() if k in env.ENV_KEEP or k.startswith(env.ENV_PREFIXES)}
+    environ.update(HOME=scratch, TMPDIR=scratch, PYTHONDONTWRITEBYTECODE="1")
+    if os.environ.get("WAN_BUILD_DIR"):
+        environ["WAN_BUILD_DIR"] = os.environ["WAN_BUILD_DIR"]
+    build = build_dir(describe(path))
+    os.makedirs(build, exist_ok=True)
+    code = _BUILD_CHILD.format(root=ROOT, path=os.path.abspath(path), scratch=scratch, build=build,
+                               lock=None if exclude is None else [os.path.realpath(e) for e in exclude])
+    jail = Jail.make(f"wan-build-{os.getpid()}-{os.path.basename(scratch)}") if exclude is not None else None
+    # Files, not pipes: a process the build leaves behind would hold a pipe open, and reading it to the end wait.
+    logs = [tempfile.TemporaryFile(mode="w+") for _ in range(2)]
+    p = subprocess.Popen([sys.executable, "-c", code], env=environ, stdout=logs[0], stderr=logs[1],
+                         stdin=subprocess.DEVNULL, cwd=scratch, start_new_session=True)
+    if jail is not None:
+        try:
+            jail.add(p.pid)
+        except OSError:
+            jail.remove()
+            jail = None
     try:
-        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+        p.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
         return f"the build took more than {timeout:.0f} s"
+    finally:
+        if jail is not None:
+            jail.kill()
+            jail.remove()
+        procs.kill(procs.descendants() - before)
+        shutil.rmtree(scratch, ignore_errors=True)
+    out, err = [f.seek(0) or f.read() for f in logs]
+    for f in logs:
+        f.close()
+    p = subprocess.CompletedProcess(p.args, p.returncode, out, err)
     if not p.returncode:
         return None
     try:

@@ -5,15 +5,15 @@ Fresh latents exist nowhere on disk (harness/inputs.py). For each world: --fresh
 every timed shape of the plan, each verified in full against the gate's own decode of them (fp32 on the CPU; on
 GPUs the release bf16 decode, with the allowance widened by the release's own error, or fp32 with --fp32); then
 each stored workload twice, the second time on latents the solution has seen, which must not run much faster than
-the fresh calls of that shape (not the warm-up of an untimed shape, its first call, which may compile or autotune;
-nor a process's first call; of the fresh draws of a timed shape the fastest counts)."""
+the fresh calls of that shape: the fastest of a timed shape's fresh draws, an untimed shape's call on unseen latents
+after its warm-up (a shape's first call may compile or autotune), never a process's first call."""
 import bounds
 import spec
 from harness import checks, hardware, maps
 from harness.group import Group, GroupFailed
 from harness.inputs import Fresh
 from harness.runner import call_timeout, judged
-from harness.run import Run
+from harness.run import Run, excluded
 
 FRESH_LATENT_FRAMES = 2                              # the fresh clips: f5's shape (first chunk + one more)
 # A repeat of stored latents this much faster than the same shape's unseen calls is a replay: a cache cuts the time
@@ -53,8 +53,9 @@ class Gate:
 
     def plan(self, workloads, world):
         """[(check name, latent frames, case)] of one world, in order. A case is ("fresh", key) (verified in full),
-        ("warm", key) (first frames only: a shape's first call, which may autotune), ("stored", workload) or
-        ("repeat", workload) (the same latents again: it must not be much faster)."""
+        ("warm", key) (first frames only: a shape's first call, which may autotune), ("unseen", key) (first frames
+        only: an untimed shape's speed on latents never seen), ("stored", workload) or ("repeat", workload) (the same
+        latents again: it must not be much faster)."""
         mine = [w for w in workloads if spec.WORKLOADS[w].world == world]
 
         def frames(w):
@@ -71,7 +72,9 @@ class Gate:
         for w in mine:
             if frames(w) not in seen:
                 seen.add(frames(w))
-                todo.append((f"warm-up {spec.WORKLOADS[w].clip} x{world}", frames(w), ("warm", f"{world}/{w}")))
+                clip = spec.WORKLOADS[w].clip
+                todo += [(f"warm-up {clip} x{world}", frames(w), ("warm", f"{world}/{w}")),
+                         (f"unseen {clip} x{world}", frames(w), ("unseen", f"{world}/{w}/unseen"))]
             todo += [(w, frames(w), ("stored", w)), (f"{w} again", frames(w), ("repeat", w))]
         return todo
 
@@ -80,7 +83,7 @@ class Gate:
         if kind in ("stored", "repeat"):
             return self.stored_case(key)
         z = self.fresh.draw(key, t)
-        if kind == "warm":
+        if kind in ("warm", "unseen"):
             return (z, *self.fresh.prefix(z))
         if key not in self.refs:
             self.refs[key] = self.fresh.full(z, release=not self.cpu and not self.args.fp32)
@@ -109,7 +112,7 @@ class Gate:
         desc = loader.describe(args.solution)
         self.solution = {"name": desc.name, "path": desc.path, "hash": desc.content_hash}
         if desc.manifest.get("sources"):
-            err = loader.build_in_child(desc.path, timeout=1200)
+            err = loader.build_in_child(desc.path, timeout=1200, exclude=excluded(not args.no_isolation))
             if err:
                 self.add("build", "build error", err)
                 return

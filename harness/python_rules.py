@@ -175,8 +175,12 @@ class Checker(ast.NodeVisitor):
         args = node.args if method else node.args[1:]
         values = node.args + [k.value for k in node.keywords]
         kw_dtype = [k.value for k in node.keywords if k.arg == "dtype"]
-        outer = self.parent.get(node)     # the result scaled back: `r * s`, `r.mul(s)`, `torch.div(r, s)`
-        scaled_result = _scaling(outer) or isinstance(outer, ast.Attribute) and _scaling(self.parent.get(outer))
+        outer = self.parent.get(node)     # the result scaled back: `r * s`, `r.mul(s)`, `torch.div(r, s)`,
+        for _ in range(4):                # also after casts back: `r.float() * s`, `r.to(dtype).mul(s)`
+            if not isinstance(outer, (ast.Attribute, ast.Call)) or _scaling(outer):
+                break
+            outer = self.parent.get(outer)
+        scaled_result = outer is not None and _scaling(outer)
         typed = name in ("to", "type", "astype", "view", "dtype")
         for a in values:
             dtype = {*self.names.qualify(a), const_str(a) if typed or a in kw_dtype else None} & \
@@ -196,7 +200,8 @@ class Checker(ast.NodeVisitor):
             self.add(node, "narrow-numerics", f"{shown} with a scale {grid}")
         int_cast = name in rules.INT_CASTS and not values or name in ("to", "type", "astype") and any(
             self.names.qualify(a) & set(rules.INT_DTYPES) for a in values)
-        if method and int_cast and any(_scaling(n, (ast.Div,)) for n in ast.walk(f.value)):
+        if method and int_cast and (any(_scaling(n, (ast.Div,)) for n in ast.walk(f.value)) or
+                                    scaled_result and any(_scaling(n) for n in ast.walk(f.value))):
             self.add(node, "narrow-numerics", f"{shown}, an integer cast of a quotient, {grid}")
         if any(k.arg == "rounding_mode" and const_str(k.value) in ("floor", "trunc") for k in node.keywords) \
                 and scaled_result:

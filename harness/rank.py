@@ -175,7 +175,8 @@ class Rank:
             prof = self.profiler() if cmd[0] == "profile" else None
             t0 = CLOCK()
             try:
-                self.run(z, self.weights, self.rank, self.world, self.pg, out)
+                # a new list each call: the list itself is no place to keep state from one call to the next
+                self.run(z, list(self.weights), self.rank, self.world, self.pg, out)
                 self.sync()
             except Exception as e:
                 self.send("error", status="runtime error", rank=self.rank, call=call, error=_short(e),

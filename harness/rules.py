@@ -83,7 +83,7 @@ TABLE = (
               Cpp("text", re.compile(r"#\s*embed\b|__has_embed|\bincbin\b"), "embeds a file at build time"),
               Cpp("text", re.compile(calls(
                   r"open|openat|open64|creat|read|write|pread64|pwrite64|close|lseek|unlink|unlinkat|rename|"
-                  r"renameat2?|truncate|ftruncate|mkdir|rmdir|opendir|readdir|stat|lstat|fstat|access|readlink|"
+                  r"renameat2?|truncate|ftruncate|fallocate|posix_fallocate|mkdir|rmdir|opendir|readdir|stat|lstat|fstat|access|readlink|"
                   r"symlink|chdir|dup[23]?|pipe2?|mkfifo|memfd_create|sendfile|tmpfile|tmpnam|mkstemp|mkdtemp")),
                   "calls a POSIX file function"),
               Cpp("text", re.compile(r"\bcuFile\w*|\bcuModuleLoad\s*\(|\bcu(da)?LibraryLoadFromFile|\bcuLinkAddFile"),
@@ -207,8 +207,10 @@ TABLE = (
                 "torch.nn.quantizable", "torch.nn.intrinsic", "torch.nn.qat", "torch.round", "torch.round_",
                 "torch.frexp", "torch.ldexp", "torch.ldexp_", "torch.special.round", "numpy.round", "numpy.around",
                 "numpy.rint", "numpy.frexp", "numpy.ldexp", "math.frexp", "math.ldexp", "torch.bucketize",
-                "torch.searchsorted", "numpy.digitize", "numpy.searchsorted"),
-         attributes=("round", "round_", "__round__", "frexp", "ldexp", "ldexp_", "rint", "nearbyint", "char", "byte"),
+                "torch.searchsorted", "numpy.digitize", "numpy.searchsorted", "torch.floor_divide", "torch.remainder",
+                "torch.fmod", "torch.utils._dtype_abbrs"),
+         attributes=("round", "round_", "__round__", "frexp", "ldexp", "ldexp_", "rint", "nearbyint", "char", "byte",
+                     "floor_divide", "floor_divide_", "remainder", "remainder_", "fmod", "fmod_"),
          cpp=(Cpp("text", NARROW_TEXT, "uses a number format narrower than bf16"),
               Cpp("text", re.compile(r"\b(at|torch|c10|ScalarType)\s*::\s*(k?Q?U?Int8|kChar|kByte|Char|Byte|"
                                      r"QU?Int4x2|QU?Int2x4)\b"), "uses an 8-bit integer dtype"),
@@ -223,6 +225,10 @@ TABLE = (
                                 "splits mantissa from exponent (quantize/dequantize), narrower than bf16"),
                 **dict.fromkeys(("torch.bucketize", "torch.searchsorted", "numpy.digitize", "numpy.searchsorted"),
                                 "maps values to a codebook (quantize), narrower than bf16"),
+                **dict.fromkeys(("torch.floor_divide", "torch.remainder", "torch.fmod", "floor_divide",
+                                 "floor_divide_", "remainder", "remainder_", "fmod", "fmod_"),
+                                "floors or takes the remainder of floats (rounds to a grid), narrower than bf16"),
+                "torch.utils._dtype_abbrs": "a table of every dtype, fp8's among them, narrower than bf16",
                 "char": "casts to int8, narrower than bf16", "byte": "casts to uint8, narrower than bf16"}),
     Rule("unaudited-file", "every file of a solution must be a source the audit reads: compiled modules, data files, "
                            "bytecode that differs from its source, sources outside the solution or that do not parse "

@@ -14,6 +14,14 @@ from harness.jail import Jail
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def excluded(isolation=True):
+    """The folders a locked-down process of a solution (a rank, its build) must not read: the data and the
+    repository; None where it runs unconfined (no Landlock, or isolation off)."""
+    if not isolation or os.environ.get("WAN_ASSUME_NO_LANDLOCK") or not sandbox.abi():
+        return None
+    return [os.path.realpath(spec.data_dir(spec.FULL)), ROOT]
+
+
 class Run:
     def __init__(self, geometry, cpu, isolation=True):
         """isolation: lock the ranks down where the platform can (False: run them unconfined, and say so)."""
@@ -32,13 +40,13 @@ class Run:
         self.buffers = {}
         procs.become_subreaper()
         self.started_with = procs.descendants()
-        abi = sandbox.abi() if isolation and not os.environ.get("WAN_ASSUME_NO_LANDLOCK") else 0
-        if abi:
+        exclude = excluded(isolation)
+        if exclude is not None:
             probe = Jail.make(f"wan-probe-{os.getpid()}")
             if probe is not None:
                 probe.remove()
-            self.isolation = f"landlock (ABI {abi})" + (", a cgroup per group" if probe is not None else "")
-            self.lock = {"exclude": [os.path.realpath(spec.data_dir(spec.FULL)), ROOT],
+            self.isolation = f"landlock (ABI {sandbox.abi()})" + (", a cgroup per group" if probe is not None else "")
+            self.lock = {"exclude": exclude,
                          "write": [] if cpu else ["/dev/shm"],
                          "gpu_devices": sorted(glob.glob("/dev/nvidia*"))}
         else:

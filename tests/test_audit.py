@@ -313,6 +313,7 @@ CPP_FIRES = [
     ("file-io", "#include <filesystem>\n"),
     ("file-io", "void f() { FILE* p = fopen(\"/data/ref_f1.pt\", \"rb\"); }\n"),
     ("file-io", "void f() { std::ifstream in(\"x\"); }\n"),
+    ("file-io", "void f(int fd) { posix_fallocate(fd, 0, 1L << 31); fallocate(fd, 0, 0, 1L << 31); }\n"),
     ("file-io", "void f() { auto t = torch::load(\"x\"); }\n"),
     ("file-io", "void f() { int fd = ::open(\"x\", 0); }\n"),
     ("file-io", "void f() { void* p = mmap(0, 1, 0, 0, 0, 0); }\n"),
@@ -493,6 +494,11 @@ REVIEW_FIRES = [
     ("narrow-numerics", "rounds values to integers", "SRC = '__global__ void k(float* x) { x[0] = rintf(x[0]); }'"),
     ("file-io", "touches files", "from torch.utils.data.datapipes.iter import FileOpener"),
     ("narrow-numerics", "floors a float", "def f(w, s):\n    return (w / s + 0.5) // 1 * s"),
+    ("narrow-numerics", "integer cast of a quotient", "def f(w, inv, s):\n    return (w.float() * inv).int().float() * s"),
+    ("narrow-numerics", "remainder of floats", "import torch\ndef f(w, s):\n    return torch.floor_divide(w, 1) * s"),
+    ("narrow-numerics", "remainder of floats", "import torch\ndef f(w, s):\n    return w - torch.remainder(w, s)"),
+    ("narrow-numerics", "remainder of floats", "def f(w, s):\n    return w - w.fmod(s)"),
+    ("narrow-numerics", "every dtype", "import torch\nT = torch.utils._dtype_abbrs.dtype_abbrs"),
     ("narrow-numerics", "floors a float", "def f(w, s):\n    q = w / s\n    return (q - q % 1.0) * s"),
     ("narrow-numerics", "codebook", "import torch\ndef f(w, grid):\n    return grid[torch.bucketize(w, grid)]"),
     ("narrow-numerics", "codebook", "import torch\ndef f(w, g):\n    return g[torch.searchsorted(g, w)]"),
@@ -579,6 +585,7 @@ REVIEW_QUIET = [
     "import torch\ny = torch.int8\nz = torch.iinfo\nb = torch.bool",
     # integer index arithmetic: modulo and floor division by other numbers, dtype views among floats
     "import torch\ndef f(i, W, x):\n    return i % W, i // 2, (i + 1) % 2, x.view(torch.bfloat16), x.view(-1, 4)",
+    "import torch\ndef f(n, s):\n    return (torch.arange(n) * s).long(), (torch.arange(n) * s).long() + 1",
     # format strings without attribute or index fields; f-strings are ordinary code
     "MSG = '{} frames of {}x{}'\ndef f(n, h, w, x):\n    return MSG.format(n, h, w) + '{:.3f} {0:>{1}}'.format(1.0, 3)"
     " + f'{x.shape}' + '%(a)s' % {'a': 1}",

@@ -276,3 +276,24 @@ def test_the_judges_own_helpers_are_not_the_solutions(tiny_data, tmp_path):
             assert p.returncode == 0 and rec["passed"], (rec["status"], rec["reason"], p.stderr[-2000:])
         else:
             assert rec["status"] == "tampering" and "processes left running" in rec["reason"], rec
+
+
+@pytest.mark.slow
+def test_the_build_runs_locked_down_and_leaves_nothing(tiny_data, tmp_path, run_tmp):
+    """A solution's code runs at build time (a global constructor in its extension, which the build loads): there it
+    finds neither the judge's environment nor the data or the repository, and the helper it starts is gone when
+    the build is; without isolation the repository is readable (what the lock takes away)."""
+    cheat = os.path.join(ROOT, "tests", "cheats", "escapes_at_build")
+    for isolated in (True, False):
+        build = tmp_path / f"build{isolated}"
+        env = dict(tiny_data, WAN_BUILD_DIR=str(build), TMPDIR=run_tmp[0])
+        p = bench(env, cheat, "--workloads", "f1x1", *([] if isolated else ["--no-isolation"]), timeout=900)
+        found = dict(line.split(" ", 1) for line in next(build.glob("*/escape.txt")).read_text().splitlines())
+        ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+        assert "sleep 299" not in ps, p.stdout[-2000:]
+        assert found["mark"] == "none" and found["data-env"] == "none", found
+        if isolated:
+            assert found["judge-environ"] == "denied" and found["repository"] == "denied", found
+            assert p.returncode == 0, p.stdout[-3000:]
+        else:
+            assert found["repository"] == "read", found

@@ -136,6 +136,16 @@ def test_a_certificate_with_parts_left_out_is_partial(tiny_data, tmp_path):
 
 
 @pytest.mark.slow
+def test_a_replay_on_an_untimed_clip_fails_without_the_audit(tiny_data, tmp_path):
+    """The untimed clips' repeats have a floor too: their calls on unseen latents after the warm-up. (f17's: a tiny
+    f1 decodes in a few milliseconds on the CPU, within the CPU's tolerance of a replay.)"""
+    p, report, _ = gate(tiny_data, tmp_path, os.path.join(CHEATS, "replays_untimed.py"), "--workloads", "f17x1",
+                        "--no-audit")
+    fails = failures(report)
+    assert fails["f17x1 again"][0] == "tampering" and "faster on repeated inputs" in fails["f17x1 again"][1], fails
+
+
+@pytest.mark.slow
 def test_a_shapes_slow_first_call_is_no_floor_for_its_repeats(tiny_data, tmp_path):
     """An untimed shape's warm-up (its first call: compiles, autotunes) is not the speed of unseen latents: the
     stored and repeated calls after it, 0.5 s faster, pass."""

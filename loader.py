@@ -28,6 +28,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 SOURCE_SUFFIXES = (".py", ".cu", ".cuh", ".cpp", ".cc", ".c", ".h", ".hpp", ".yml", ".yaml")
@@ -244,11 +245,10 @@ def build_in_child(path, timeout, exclude=None):
     before = procs.descendants()
     scratch = tempfile.mkdtemp(prefix="wan-build-")
     environ = {k: v for k, v in os.environ.items() if k in env.ENV_KEEP or k.startswith(env.ENV_PREFIXES)}
-    environ.update(HOME=scratch, TMPDIR=scratch, PYTHONDONTWRITEBYTECODE="1")
-    if os.environ.get("WAN_BUILD_DIR"):
-        environ["WAN_BUILD_DIR"] = os.environ["WAN_BUILD_DIR"]
     build = build_dir(describe(path))
     os.makedirs(build, exist_ok=True)
+    # WAN_BUILD_DIR always: the default folder follows HOME, which is the child's scratch (deleted after it).
+    environ.update(HOME=scratch, TMPDIR=scratch, PYTHONDONTWRITEBYTECODE="1", WAN_BUILD_DIR=os.path.dirname(build))
     code = _BUILD_CHILD.format(root=ROOT, path=os.path.abspath(path), scratch=scratch, build=build,
                                lock=None if exclude is None else [os.path.realpath(e) for e in exclude])
     jail = Jail.make(f"wan-build-{os.getpid()}-{os.path.basename(scratch)}") if exclude is not None else None
@@ -272,7 +272,12 @@ def build_in_child(path, timeout, exclude=None):
         if jail is not None:
             jail.kill()
             jail.remove()
-        procs.kill(procs.descendants() - before)
+        for _ in range(5):       # again while any is left: a helper that forks on, or left the cgroup
+            left = procs.descendants() - before
+            if not left:
+                break
+            procs.kill(left)
+            time.sleep(0.05)
         shutil.rmtree(scratch, ignore_errors=True)
     out, err = [f.seek(0) or f.read() for f in logs]
     for f in logs:

@@ -285,8 +285,12 @@ def test_the_build_runs_locked_down_and_leaves_nothing(tiny_data, tmp_path, run_
     the build is; without isolation the repository is readable (what the lock takes away)."""
     cheat = os.path.join(ROOT, "tests", "cheats", "escapes_at_build")
     for isolated in (True, False):
-        build = tmp_path / f"build{isolated}"
-        env = dict(tiny_data, WAN_BUILD_DIR=str(build), TMPDIR=run_tmp[0])
+        # The default build folder (under HOME) where the data set's own env names none, a given one elsewhere.
+        build = tmp_path / "home" / ".cache" / "wan-vae-decode" / "build" if isolated else tmp_path / "build"
+        env = {k: v for k, v in tiny_data.items() if k != "WAN_BUILD_DIR"}
+        env.update(HOME=str(tmp_path / "home"), TMPDIR=run_tmp[0])
+        if not isolated:
+            env["WAN_BUILD_DIR"] = str(build)
         p = bench(env, cheat, "--workloads", "f1x1", *([] if isolated else ["--no-isolation"]), timeout=900)
         found = dict(line.split(" ", 1) for line in next(build.glob("*/escape.txt")).read_text().splitlines())
         ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout

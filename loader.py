@@ -244,7 +244,7 @@ def build_in_child(path, timeout, exclude=None):
     procs.become_subreaper()         # what it detaches stays below the judge, where it is found
     before = procs.descendants()
     scratch = tempfile.mkdtemp(prefix="wan-build-")
-    environ = {k: v for k, v in os.environ.items() if k in env.ENV_KEEP or k.startswith(env.ENV_PREFIXES)}
+    environ = env.platform_env()
     build = build_dir(describe(path))
     os.makedirs(build, exist_ok=True)
     # WAN_BUILD_DIR always: the default folder follows HOME, which is the child's scratch (deleted after it).

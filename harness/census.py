@@ -14,6 +14,8 @@ in all: four times the given weights' vectors and tensors too small to hold a ro
 442 KiB for the full geometry, less than the smallest 3x3x3 weight of its 352 x 624 level in int4 (864 KiB). A grid stored in another order of its elements
 (its channels interleaved) or through a transform (a Winograd U of grid weights) is not seen: there the audit is
 the defence. A tensor that the census cannot read fails."""
+import math
+
 import spec
 
 NARROW_DTYPES = ("int8", "uint8", "float8", "int4", "uint4", "qint", "quint")
@@ -27,15 +29,8 @@ CHUNK = 1 << 22       # elements judged at a time
 def allowance(shapes, element_size=2):
     """The bytes that integer, too small and grid tensors may hold in all, for given weights of these shapes: four
     times their vectors' (at most one axis longer than 1) and small tensors' (fewer than MIN_ROW elements)."""
-    small = [s for s in shapes if _numel(s) < MIN_ROW or sum(n > 1 for n in s) <= 1]
-    return 4 * element_size * sum(_numel(s) for s in small)
-
-
-def _numel(shape):
-    n = 1
-    for d in shape:
-        n *= d
-    return n
+    small = [s for s in shapes if math.prod(s) < MIN_ROW or sum(n > 1 for n in s) <= 1]
+    return 4 * element_size * sum(math.prod(s) for s in small)
 
 
 UNJUDGED_BYTES = allowance([s for _, s in spec.weight_list(spec.FULL)])    # narrow()'s default

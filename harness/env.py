@@ -44,8 +44,13 @@ def free_port(taken=()):
     return None
 
 
+def platform_env():
+    """The judge's environment without its own settings: what a process of a solution starts with."""
+    return {k: v for k, v in os.environ.items() if k in ENV_KEEP or k.startswith(ENV_PREFIXES)}
+
+
 def rank_env(rank, world, port, scratch, cpu, data_dir, build_dir, pkg, addr="127.0.0.1"):
-    env = {k: v for k, v in os.environ.items() if k in ENV_KEEP or k.startswith(ENV_PREFIXES)}
+    env = platform_env()
     env.update(ENV_SAFETY, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
                MASTER_ADDR=addr, MASTER_PORT=str(port), HOME=scratch, TMPDIR=scratch,
                TRITON_CACHE_DIR=os.path.join(scratch, "triton"), CUDA_CACHE_PATH=os.path.join(scratch, "nv"),

@@ -86,14 +86,14 @@ def plan(args, console, gpus, cpu):
     workloads = list(spec.WORKLOADS) if not args.workloads else [w.strip() for w in args.workloads.split(",")]
     unknown = [w for w in workloads if w not in spec.WORKLOADS]
     if unknown:
-        console.print(f"[red]unknown workloads {unknown}; the workloads are {', '.join(spec.WORKLOADS)}[/]")
+        console.print(f"unknown workloads {unknown}; the workloads are {', '.join(spec.WORKLOADS)}", style="red")
         return None
     if args.worlds:
         keep = {int(x) for x in args.worlds.split(",")}
         workloads = [w for w in workloads if spec.WORKLOADS[w].world in keep]
     skipped = [w for w in workloads if not cpu and spec.WORKLOADS[w].world > gpus]
     for w in skipped:
-        console.print(f"[yellow]skip {w}: it needs {spec.WORKLOADS[w].world} GPUs, {gpus} visible[/]")
+        console.print(f"skip {w}: it needs {spec.WORKLOADS[w].world} GPUs, {gpus} visible", style="yellow")
     return [w for w in workloads if w not in skipped], skipped
 
 
@@ -107,7 +107,7 @@ def describe(args, console, rank0):
         try:
             d = loader.describe(path)
         except loader.SolutionError as e:
-            console.print(f"[red]{e}[/]")
+            console.print(str(e), style="red")
             return None
         sol = {"name": d.name, "path": d.path, "hash": d.content_hash, "build_error": None, "desc": d}
         if d.manifest.get("sources") and rank0:
@@ -115,7 +115,7 @@ def describe(args, console, rank0):
             sol["build_error"] = loader.build_in_child(d.path, timeout=1200,
                                                        exclude=excluded(not args.no_isolation))
             if sol["build_error"]:
-                console.print(f"[red]{d.name}: build error: {sol['build_error']}[/]")
+                console.print(f"{d.name}: build error: {sol['build_error']}", style="red")
         if sol["name"] in {s["name"] for s in solutions}:
             sol["name"] = f"{sol['name']}#{len(solutions)}"
         solutions.append(sol)
@@ -135,7 +135,6 @@ def main(argv=None):
         return profile.scopes_main(argv[1:])
     args = parse_args(argv)
     procs.mark_judge()      # before the data maker starts its workers
-    from rich.console import Console
     if args.report and not plot.available():
         print(f"--report {plot.MISSING}", file=sys.stderr)
         return 2
@@ -147,7 +146,7 @@ def main(argv=None):
         dist.destroy_process_group()
         return 0
     try:
-        return bench(args, Console(width=None if sys.stdout.isatty() else 160))
+        return bench(args, report.console())
     finally:
         if dist is not None:
             dist.barrier()
@@ -156,13 +155,14 @@ def main(argv=None):
 
 def bench(args, console):
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.text import Text
     from harness.runner import Runner
     from harness.run import Run
     gpus, gpu_name = (0, None) if args.tiny else hardware.detect_gpus()
     cpu = args.tiny or gpus == 0
     if cpu and not args.tiny:
-        console.print("[yellow]No CUDA GPU is visible: running the TINY geometry on the CPU (gloo). Its times say "
-                      "nothing about a GPU; pass --tiny to choose this explicitly.[/]")
+        console.print("No CUDA GPU is visible: running the TINY geometry on the CPU (gloo). Its times say nothing "
+                      "about a GPU; pass --tiny to choose this explicitly.", style="yellow")
     geometry = spec.TINY if cpu else spec.FULL
     args.gpus, args.gpu_name, args.gpu_key = gpus, gpu_name, hardware.gpu_key(gpu_name)
     planned = plan(args, console, gpus, cpu)
@@ -179,21 +179,22 @@ def bench(args, console):
             import data.make
             data.make.ensure(clips, geometry)
     except ValueError as e:
-        console.print(f"[red]data: {e}[/]")
+        console.print(f"data: {e}", style="red")
         return 2
-    run = Run(geometry, cpu, isolation=not args.no_isolation)
-    label = f"{geometry.name} geometry on the {'CPU (gloo)' if cpu else f'GPU ({gpus} x {gpu_name})'}"
-    console.print(f"[bold]bench[/] {', '.join(s['name'] for s in solutions)}: {len(workloads)} workloads, {label}; "
-                  f"isolation: {run.isolation}")
-    sampler = hardware.ClockSampler(0 if cpu else gpus)
     results = {s["name"]: {} for s in solutions}
     # By world (a group per world), timed workloads first: a shorter clip is a prefix of a longer one's source, and
     # a process that saw it could tell the timed workload's stored call from its fresh ones.
     order = sorted(workloads, key=lambda w: (spec.WORKLOADS[w].world, not spec.WORKLOADS[w].timed,
                                              list(spec.WORKLOADS).index(w)))
     frames = {spec.WORKLOADS[w].latent_frames for w in order}
-    runner = Runner(args, solutions, geometry, cpu, console, run, sampler)
+    run = Run(geometry, cpu, isolation=not args.no_isolation)
+    runner = None
     try:
+        label = f"{geometry.name} geometry on the {'CPU (gloo)' if cpu else f'GPU ({gpus} x {gpu_name})'}"
+        console.print(Text.assemble(("bench", "bold"), f" {', '.join(s['name'] for s in solutions)}: "
+                                                       f"{len(workloads)} workloads, {label}; isolation: {run.isolation}"))
+        sampler = hardware.ClockSampler(0 if cpu else gpus)
+        runner = Runner(args, solutions, geometry, cpu, console, run, sampler)
         with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} calls"),
                       TimeElapsedColumn(), console=console, transient=True) as progress:
             overall = progress.add_task("workloads", total=len(order))
@@ -206,7 +207,8 @@ def bench(args, console):
                 if i + 1 == len(order) or spec.WORKLOADS[order[i + 1]].world != spec.WORKLOADS[w].world:
                     runner.close()
     finally:
-        runner.close()
+        if runner is not None:
+            runner.close()
         run.close()
     for w in skipped:
         for s in solutions:
@@ -223,7 +225,7 @@ def bench(args, console):
                      "time_cap_s": args.time_cap, "stop": "se(median) <= 0.5% of the median",
                      "clock": "the judge's, from before the latents are placed to the last rank's done"}
     if said := runner.atlas.said():
-        console.print(said, markup=False)
+        console.print(said)
     if args.json:
         tmp = args.json + ".tmp"
         with open(tmp, "w") as f:

@@ -295,22 +295,22 @@ def main(argv=None):
     p.add_argument("--plot", help="write a roofline PNG here (needs matplotlib)")
     p.add_argument("--tiny", action="store_true", help="the tiny geometry's figures")
     args = p.parse_args(argv)
-    from rich.console import Console
-    console = Console(width=None if sys.stdout.isatty() else 140)
+    from harness import report
+    console = report.console(width=140)
     geometry = spec.TINY if args.tiny else spec.FULL
     gpu = args.gpu
     if gpu is None:
         gpu = gpu_key(hardware.detect_gpus()[1]) or "H200"
     gpu = gpu_key(gpu) or gpu
     if gpu not in GPUS:
-        console.print(f"[red]unknown GPU {args.gpu}; known: {', '.join(GPUS)}[/]")
+        console.print(f"unknown GPU {args.gpu}; known: {', '.join(GPUS)}", style="red")
         return 2
     measured = measure() if args.measure else None
     if args.ceilings:
         with open(args.ceilings) as f:
             measured = json.load(f).get("measured")
         if not measured:
-            console.print(f"[red]{args.ceilings} holds no measured ceilings (make it with --measure --json)[/]")
+            console.print(f"{args.ceilings} holds no measured ceilings (make it with --measure --json)", style="red")
             return 2
     results = load_results(args.results, args.solution) if args.results else None
     rep = report(gpu, geometry, measured, results)

@@ -26,7 +26,7 @@ import time
 import xml.etree.ElementTree as ET
 
 import spec
-from harness import html, procs
+from harness import html, procs, report
 
 EXIT = {"passed": 0, "wrong": 1, "runtime": 2, "audit": 3, "harness": 4, "isolation": 5, "partial": 6}
 KIND = {"passed": "passed", "incorrect": "wrong", "input modified": "wrong", "tampering": "wrong",
@@ -74,24 +74,23 @@ def parse_args(argv):
 def main(argv=None):
     args = parse_args(argv)
     procs.mark_judge()      # before the data maker starts its workers
-    from rich.console import Console
-    from rich.markup import escape
+    from rich.text import Text
     from harness import plot
     from harness.gate import Gate
     if args.report and not plot.available():
         print(f"--report {plot.MISSING}", file=sys.stderr)
         return EXIT["harness"]
-    console = Console(width=None if sys.stdout.isatty() else 160, highlight=False)
+    console = report.console()
     started, checks, gate = time.monotonic(), [], None
 
     def add(name, status, reason=None, seconds=None, **extra):
         checks.append({"name": name, "status": status, "reason": reason, "seconds": seconds, **extra})
         colour = "green" if status == "passed" else "yellow" if status == "skipped" else "red"
         word = {"passed": "PASS", "skipped": "SKIP"}.get(status, "FAIL")
-        console.print(f"[{colour}]{word}[/] {name}" + (f": {status}: {reason}" if status != "passed" else "")
-                      + (f" ({seconds:.3f} s)" if seconds is not None else ""))
+        console.print(Text.assemble((word, colour), f" {name}" + (f": {status}: {reason}" if status != "passed" else "")
+                                    + (f" ({seconds:.3f} s)" if seconds is not None else "")))
         if status != "passed" and extra.get("error_map"):
-            console.print(f"     where: {escape(extra['error_map']['words'])}")
+            console.print(f"     where: {extra['error_map']['words']}")
     try:
         asked = list(spec.WORKLOADS) if not args.workloads else args.workloads.split(",")
         unknown = [w for w in asked if w not in spec.WORKLOADS]
@@ -117,15 +116,14 @@ def main(argv=None):
         f"PARTIAL (not run: {', '.join(skipped)})" if code == EXIT["partial"] else \
         f"FAILED ({len(failed)} of {len(checks)} checks)"
     if gate is not None and (said := gate.atlas.said()):
-        console.print(said, markup=False)
+        console.print(said)
     isolation = gate.run_.isolation if gate is not None and gate.run_ is not None else None
-    console.print(f"[bold]ci {os.path.basename(os.path.abspath(args.solution))}: {verdict}[/], exit {code}, "
-                  f"isolation: {isolation}, {time.monotonic() - started:.0f} s")
+    console.print(Text.assemble((f"ci {os.path.basename(os.path.abspath(args.solution))}: {verdict}", "bold"),
+                                f", exit {code}, isolation: {isolation}, {time.monotonic() - started:.0f} s"))
     record = {"solution": args.solution, "exit_code": code, "passed": code == 0, "partial": code == 6,
               "verdict": verdict, "isolation": isolation, "checks": checks,
               "geometry": gate.geometry.name if gate else None}
     if gate is not None and gate.solution is not None:
-        from harness import report
         record["environment"] = report.environment(gate.gpus, gate.cpu, gate.info, [gate.solution], gate.geometry,
                                                    isolation)
     if args.json:

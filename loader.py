@@ -8,7 +8,7 @@ reachable by relative import (`from . import kernels`); the repository root is i
 
 `solution.yml` (all keys optional):
 
-    name: my-solution
+    name: my-solution           # letters, digits, '_', '-', '.' (it names files)
     language: python            # python | triton | cuda | cpp: informative
     extension: my_ext           # build `sources` into this importable module (torch.utils.cpp_extension.load)
     sources: [kernels.cu, bindings.cpp]
@@ -25,12 +25,15 @@ import importlib.machinery
 import importlib.util
 import inspect
 import json
+import keyword
 import os
+import re
 import subprocess
 import sys
 import time
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")      # a solution's name: a file name and plain text
 SOURCE_SUFFIXES = (".py", ".cu", ".cuh", ".cpp", ".cc", ".c", ".h", ".hpp", ".yml", ".yaml")
 
 
@@ -98,9 +101,33 @@ def describe(path):
             raise SolutionError(f"{yml}: unknown keys {sorted(unknown)}")
         if manifest.get("sources") and not manifest.get("extension"):
             raise SolutionError(f"{yml}: `sources` need `extension`, the module name to build them into")
+    _check_manifest(manifest, yml, os.path.dirname(entry))
     default = os.path.basename(path.rstrip("/")) if os.path.isdir(path) else os.path.splitext(os.path.basename(path))[0]
-    return Solution(name=str(manifest.get("name", default)), path=path, entry=entry, manifest=manifest,
+    default = re.sub(r"[^A-Za-z0-9_.-]", "_", default).lstrip("._-")[:64] or "solution"
+    return Solution(name=manifest.get("name", default), path=path, entry=entry, manifest=manifest,
                     content_hash=content_hash(path))
+
+
+def _check_manifest(manifest, yml, base):
+    """The manifest's values, which the judge puts into file names, console lines and the compiler's command line:
+    a name of plain characters, an importable extension name, sources inside the solution's folder, flags as
+    strings."""
+    name = manifest.get("name")
+    if name is not None and not (isinstance(name, str) and NAME.fullmatch(name)):
+        raise SolutionError(f"{yml}: `name` {name!r}: expected 1 to 64 letters, digits, '_', '-' or '.', starting with "
+                            f"a letter or a digit")
+    ext = manifest.get("extension")
+    if ext is not None and not (isinstance(ext, str) and ext.isidentifier() and not keyword.iskeyword(ext)):
+        raise SolutionError(f"{yml}: `extension` {ext!r}: expected a Python identifier (the module's name)")
+    for key in ("sources", "cflags", "cuda_cflags", "ldflags"):
+        value = manifest.get(key, [])
+        if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            raise SolutionError(f"{yml}: `{key}`: expected a list of strings, got {value!r}")
+    real = os.path.realpath(base)
+    for src in manifest.get("sources", []):
+        full = os.path.realpath(os.path.join(base, src))
+        if os.path.isabs(src) or os.path.commonpath([real, full]) != real:
+            raise SolutionError(f"{yml}: source {src!r} is not inside the solution's folder {base}")
 
 
 def _machine_tag():
@@ -246,6 +273,12 @@ def build_in_child(path, timeout, exclude=None):
     scratch = tempfile.mkdtemp(prefix="wan-build-")
     environ = env.platform_env()
     build = build_dir(describe(path))
+    if exclude is not None:
+        from harness.sandbox import SandboxError, check_grants
+        try:
+            check_grants([path, build], exclude, within=[ROOT])
+        except SandboxError as e:
+            return str(e)
     os.makedirs(build, exist_ok=True)
     # WAN_BUILD_DIR always: the default folder follows HOME, which is the child's scratch (deleted after it).
     environ.update(HOME=scratch, TMPDIR=scratch, PYTHONDONTWRITEBYTECODE="1", WAN_BUILD_DIR=os.path.dirname(build))

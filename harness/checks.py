@@ -31,22 +31,30 @@ def figures(out, ref, device):
     """{"max_abs", "rms", "psnr_db", "nonfinite", "outside", "frames_compared"} of a video against its reference
     (compared()); non-finite elements are counted and left out of the differences. Frames past the reference's are
     still checked for non-finite and out-of-range elements."""
-    n, sq, max_abs, nonfinite, outside = 0, 0.0, 0.0, 0, 0
+    import torch
+    n, sq, max_abs, nonfinite, outside, bad_ref = 0, 0.0, 0.0, 0, 0, 0
     for _, o, finite, d in compared(out, ref, device):
         nonfinite += int((~finite).sum())
         outside += int((o.abs() > 1).sum())
         if d is not None:
+            ok = torch.isfinite(d)          # where the video is finite, a non-finite d is the reference's
+            bad_ref += int((~ok).sum())
+            d = torch.where(ok, d, torch.zeros_like(d))
             sq += float((d.double() ** 2).sum())
             max_abs = max(max_abs, float(d.abs().max()))
             n += d.numel()
     mse = sq / n
     return {"max_abs": max_abs, "rms": math.sqrt(mse), "psnr_db": 10 * math.log10(4 / mse) if mse > 0 else math.inf,
-            "nonfinite": nonfinite, "outside": outside, "frames_compared": min(ref.shape[2], out.shape[2])}
+            "nonfinite": nonfinite, "outside": outside, "frames_compared": min(ref.shape[2], out.shape[2]),
+            "reference_nonfinite": bad_ref}
 
 
 def judge(figs, allow):
     """(status, reason) of a call's figures against an allowance {"max_abs", "rms"}."""
     f, reasons = figs, []
+    if f.get("reference_nonfinite"):      # a damaged data set, which every video would "match" (NaN compares false)
+        return "harness error", (f"the reference has {f['reference_nonfinite']} non-finite elements: the data set is "
+                                 f"damaged (remake it: python -m data.make)")
     if f["nonfinite"]:
         reasons.append(f"{f['nonfinite']} elements not finite (NaN is the poison: unwritten elements)")
     if f["outside"]:

@@ -109,17 +109,21 @@ class Solution:
             def unlisted(error):
                 self.unit_for(error.filename).add(0, "unaudited-file", f"cannot be listed: {error.strerror}")
 
+            links = set()
             for top, dirs, names in os.walk(path, onerror=unlisted):
-                # Hidden folders are skipped as loader.source_files skips them: nothing in them can be imported,
-                # and what is #include'd or listed in solution.yml from them is followed.
-                dirs[:] = [d for d in dirs if not d.startswith(".")]
-                for d in list(dirs):
-                    if os.path.islink(os.path.join(top, d)):
-                        self.unit_for(os.path.join(top, d)).add(
-                            0, "unaudited-file", "a link to a directory, whose files the audit does not read")
-                        dirs.remove(d)
-                everything += [os.path.join(top, f) for f in names]
-            everything = sorted(set(everything) | set(loader.source_files(path)))
+                # A link, hidden or not, is a finding and is not followed: what it names is outside what the audit
+                # reads (and may be what no solution may read, which the audit would print).
+                for name in dirs + names:
+                    if os.path.islink(os.path.join(top, name)):
+                        links.add(os.path.join(top, name))
+                        self.unit_for(os.path.join(top, name)).add(
+                            0, "unaudited-file", "a link, whose target the audit does not read")
+                dirs[:] = [d for d in dirs if os.path.join(top, d) not in links]
+                # Hidden folders are walked for links only, as loader.source_files skips them: nothing in them can be
+                # imported, and what is #include'd or listed in solution.yml from them is followed.
+                if not any(part.startswith(".") for part in os.path.relpath(top, path).split(os.sep) if part != "."):
+                    everything += [os.path.join(top, f) for f in names]
+            everything = sorted((set(everything) | set(loader.source_files(path))) - links)
         else:
             cache = os.path.join(self.base, "__pycache__")
             stem = os.path.splitext(os.path.basename(path))[0]

@@ -61,57 +61,96 @@ class Group:
     ports = set()      # their MASTER_PORTs, which tell their orphans apart
     spawned = 0        # ranks started by this process so far
 
-    def __init__(self, solution, world, geometry, cpu, buffers, run, frames, sandbox):
+    def __init__(self, solution, world, geometry, cpu, buffers, run, frames, sandbox, profiling=False):
         """solution: a loader.Solution (described, built); run: the run's folder (harness.run.Run); frames: the
-        clip lengths the group will see; sandbox: the lock's settings for a rank, or None for no isolation."""
+        clip lengths the group will see; sandbox: the lock's settings for a rank, or None for no isolation;
+        profiling: a call may be profiled (the ranks start the profiler once before their snapshot of torch).
+        Raises GroupFailed, after closing what it started, where the ranks do not all come up."""
         self.world, self.cpu, self.buffers, self.run = world, cpu, buffers, run
         self.procs, self.logs, self.fds, self.cmds, self.bufs, self.scratch = [], [], [], [], {}, []
         self.calls, self._arrived, self._limit, self._disk_at = 0, CLOCK(), STARTUP_S, 0.0
+        self.jail, self.shm, self.sysv = None, None, ipc.snapshot()
         earlier = Group.spawned     # ranks were alive before this group's: they may have spent the ports
         addr, port = _free_port()
         self.port = port
         Group.ports.add(port)
-        self.jail = Jail.make(f"wan-{os.getpid()}-{port}") if sandbox is not None else None
+        try:
+            self._start(solution, geometry, frames, sandbox, profiling, addr)
+            self.info = [fields for _, fields, _ in self._each("ready", None, STARTUP_S)]
+            # The rank's census passed views of these as they came: they must still be so.
+            self.buffers.settle()
+            changed = [r for r in range(self.world) if self.buffers.weights_modified(r)]
+            if changed:
+                raise GroupFailed("input modified", f"rank {changed[0]}: the weights were modified by prepare",
+                                  changed[0])
+        except BaseException as e:
+            self.close(graceful=False)
+            if not isinstance(e, GroupFailed):
+                if not isinstance(e, Exception):
+                    raise
+                raise GroupFailed("harness error", f"starting the ranks: {type(e).__name__}: {e}") from e
+            if e.status == "harness error" and earlier and "address" in e.message.lower():
+                e.message += "; an earlier solution's ranks may have exhausted the loopback's ports"
+            raise
+
+    def _start(self, solution, geometry, frames, sandbox, profiling, addr):
+        """The ranks' processes, each given its setup; a cgroup for them where there is one."""
         import loader
         from harness.decoys import Decoys
+        from harness.sandbox import SandboxError, check_grants
+        world, cpu, run = self.world, self.cpu, self.run
+        build = loader.build_dir(solution)
+        if sandbox is not None:
+            try:
+                check_grants([solution.path, build], sandbox["exclude"], within=[ROOT])
+            except SandboxError as e:
+                raise GroupFailed("load error", str(e)) from e
+        self.jail = Jail.make(f"wan-{os.getpid()}-{self.port}") if sandbox is not None else None
         # Decoys of its own: another group's ranks, alive between this group's calls, cannot be blamed on it.
         self.decoys = Decoys(tempfile.mkdtemp(prefix="data-", dir=run.folder), geometry)
-        buffers.wipe()
-        blobs = [buffers.lend(r) for r in range(world)]
+        self.buffers.wipe()
+        blobs = [self.buffers.lend(r) for r in range(world)]
         # Where ranks may write to /dev/shm (NCCL on GPUs), what they leave there goes with the group.
         shared = sandbox is not None and "/dev/shm" in sandbox.get("write", [])
         self.shm = set(os.listdir("/dev/shm")) if shared else None
-        self.sysv = ipc.snapshot()      # and the System V objects made while it ran (harness/ipc.py)
         for r in range(world):
             scratch = tempfile.mkdtemp(prefix=f"rank{r}-", dir=run.scratch)
             self.scratch.append(scratch)
             cmd_r, cmd_w = os.pipe()
             res_r, res_w = os.pipe()
+            self.cmds.append(cmd_w)
+            self.fds.append(res_r)
+            self.bufs[res_r] = bytearray()
             log = open(os.path.join(run.logs, f"{solution.name}-x{world}-rank{r}-{len(os.listdir(run.logs))}.log"),
                        "w")
-            environ = env.rank_env(r, world, port, scratch, cpu, self.decoys.folder,
-                                   os.path.dirname(loader.build_dir(solution)), run.pkg, addr)
+            self.logs.append(log)
+            environ = env.rank_env(r, world, self.port, scratch, cpu, self.decoys.folder, os.path.dirname(build),
+                                   run.pkg, addr)
             lock = None
             if sandbox is not None:
-                lock = {"extra": [run.pkg, os.path.abspath(solution.path), loader.build_dir(solution),
-                                  self.decoys.folder],
+                lock = {"extra": [run.pkg, os.path.abspath(solution.path), build, self.decoys.folder],
                         "exclude": sandbox["exclude"],
                         "write": [scratch] + ([] if cpu else sandbox["write"]),
                         "devices": list(DEVICES) + ([] if cpu else sandbox["gpu_devices"])}
             setup = {"rank": r, "world": world, "geometry": geometry.name, "device": "cpu" if cpu else "cuda",
                      "solution": os.path.abspath(solution.path), "buffers": blobs[r], "frames": sorted(frames),
-                     "sandbox": lock, "scratch": scratch, "trace": self.trace(r)}
+                     "sandbox": lock, "scratch": scratch, "trace": self.trace(r), "profiling": profiling}
             # the run's folder on the command line only names the run in `ps` (a rank ignores it)
-            p = subprocess.Popen([sys.executable, "-m", "harness.rank", str(cmd_r), str(res_w), run.folder],
-                                 env=environ, pass_fds=(cmd_r, res_w), stdout=log, stderr=subprocess.STDOUT,
-                                 stdin=subprocess.DEVNULL, start_new_session=True, cwd=scratch)
-            os.close(cmd_r)
-            os.close(res_w)
+            try:
+                p = subprocess.Popen([sys.executable, "-m", "harness.rank", str(cmd_r), str(res_w), run.folder],
+                                     env=environ, pass_fds=(cmd_r, res_w), stdout=log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True, cwd=scratch)
+            finally:
+                os.close(cmd_r)
+                os.close(res_w)
+            self.procs.append(p)
+            Group.ranks.add(p.pid)
             Group.spawned += 1
             try:    # before any code of the solution runs; inherited by whatever it starts
                 resource.prlimit(p.pid, resource.RLIMIT_FSIZE, (disk.FILE_CAP, disk.FILE_CAP))
             except OSError:
                 pass
+            procs.oom_first(p.pid)
             if self.jail is not None:   # before the rank reads its setup, so before any code of the solution runs
                 try:
                     self.jail.add(p.pid)
@@ -121,25 +160,6 @@ class Group:
             blob = pickle.dumps(setup)
             os.write(cmd_w, struct.pack("<Q", len(blob)))
             self._write(cmd_w, blob)
-            self.procs.append(p)
-            Group.ranks.add(p.pid)
-            self.logs.append(log)
-            self.cmds.append(cmd_w)
-            self.fds.append(res_r)
-            self.bufs[res_r] = bytearray()
-        try:
-            self.info = [fields for _, fields, _ in self._each("ready", None, STARTUP_S)]
-            # The rank's census passed views of these as they came: they must still be so.
-            self.buffers.settle()
-            changed = [r for r in range(self.world) if self.buffers.weights_modified(r)]
-            if changed:
-                raise GroupFailed("input modified", f"rank {changed[0]}: the weights were modified by prepare",
-                                  changed[0])
-        except GroupFailed as e:
-            self.close(graceful=False)
-            if e.status == "harness error" and earlier and "address" in e.message.lower():
-                e.message += "; an earlier solution's ranks may have exhausted the loopback's ports"
-            raise
 
     @staticmethod
     def _write(fd, data):
@@ -321,15 +341,19 @@ class Group:
         return torch.equal(self._out.view(torch.int16), read1.view(torch.int16))
 
     def _unslow(self):
-        """The judge and this group's ranks back at normal priority on every CPU the judge started with: a rank may
-        lower the priority or narrow the CPUs of processes of its user (a neighbour's, the judge), which no sandbox
-        here forbids."""
+        """Every thread of the judge and of this group's ranks back at normal priority, in the normal scheduling
+        class, on every CPU the judge started with: a rank may lower the priority, set the idle class or narrow the
+        CPUs of any thread of its user (a neighbour's, the judge's), which no sandbox here forbids; all three are
+        per thread."""
         for pid in [os.getpid()] + [p.pid for p in self.procs]:
-            try:
-                os.setpriority(os.PRIO_PROCESS, pid, 0)
-                os.sched_setaffinity(pid, CPUS)
-            except (OSError, AttributeError):
-                pass
+            for tid in procs.threads(pid):
+                for reset in (lambda: os.setpriority(os.PRIO_PROCESS, tid, 0),
+                              lambda: os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0)),
+                              lambda: os.sched_setaffinity(tid, CPUS)):
+                    try:
+                        reset()
+                    except (OSError, AttributeError):
+                        pass
 
     def freeze(self, stop=True):
         """Stop (or let go on) every process of this group while another group's call runs: a solution's threads

@@ -38,9 +38,29 @@ def _parents():
             continue
         # The command name may hold spaces and parentheses: the fields after its last ')' are fixed.
         fields = stat[stat.rindex(b")") + 2:].split()
-        if fields[0] != b"Z":                        # zombies are dead already
+        # A zombie is dead already, unless only its first thread ended (the raw `exit` call) and others run on.
+        if fields[0] != b"Z" or len(threads(name)) > 1:
             out[int(name)] = int(fields[1])
     return out
+
+
+def threads(pid):
+    """The thread ids of process `pid` (none where it is gone)."""
+    try:
+        return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return []
+
+
+def oom_first(pid):
+    """The kernel's out-of-memory killer takes this process (a rank) before the judge or anything else: a
+    solution that exhausts memory dies, not the harness. A process may raise its score, never lower it unprivileged;
+    a rank that keeps its capabilities (on GPUs) could, and then competes with the rest of the machine."""
+    try:
+        with open(f"/proc/{pid}/oom_score_adj", "w") as f:
+            f.write("1000")
+    except OSError:
+        pass
 
 
 def descendants(root=None):

@@ -89,7 +89,7 @@ def trace_span(events):
 def scopes_main(paths):
     """`bench.py --scopes TRACE [TRACE ...]`: the per-scope table of traces that --profile wrote (the ranks of one
     call, rank 0 first), without running anything."""
-    from rich.console import Console
+    from harness import report
     if not paths:
         print("usage: bench.py --scopes TRACE [TRACE ...]", file=sys.stderr)
         return 2
@@ -104,7 +104,7 @@ def scopes_main(paths):
         ranks.append({"rank": i, "trace": path, "call_s": trace_span(events) or 1.0, "scopes": scope_table(events),
                       "communication": overlap(events) if gpu else None})
     prof = {"time_s": ranks[0]["call_s"], "ranks": ranks}
-    Console(width=None if sys.stdout.isatty() else 160).print(profile_report("trace", "", prof))
+    report.console().print(profile_report("trace", "", prof))
     return 0
 
 

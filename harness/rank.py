@@ -64,8 +64,9 @@ class Rank:
         from harness import buffers, ipc, sandbox, syscalls
         maps = buffers.premap(s["buffers"])
         info = {"rank": s["rank"], "isolation": {"isolation": "none"}}
-        if s["sandbox"] and s["device"] == "cpu":
-            # harness/ipc.py, harness/syscalls.py; on GPUs these wait for a check there (the README's known limits)
+        if s["sandbox"] and (s["device"] == "cpu" or s["world"] == 1):
+            # harness/ipc.py, harness/syscalls.py; checked on GPUs at world 1 (CUDA, CUDA IPC, the profiler), not yet
+            # against NCCL between GPUs (the README's known limits)
             info["ipc_namespace"] = ipc.private_namespace()
             try:
                 syscalls.drop_capabilities()
@@ -113,6 +114,11 @@ class Rank:
             info["triton"] = triton.__version__
         except ImportError:
             info["triton"] = None
+        if s.get("profiling"):
+            # The profiler's first start replaces some of torch's functions (torch._dynamo's wrappers): started here,
+            # before the snapshot, that is the harness's change, not the solution's.
+            self.profiler().stop()
+            reference.set_scopes(False)
         self.snapshot, self.modes = guards.snapshot(torch), guards.modes(torch)
         lent = (weights[0].untyped_storage().data_ptr(), weights[0].untyped_storage().nbytes())
         from harness import census

@@ -53,21 +53,30 @@ def gib(b):
     return f"{b / 2**30:.1f}"
 
 
+def console(width=160, stderr=False):
+    """The judge's console. Without markup: names, reasons and scopes come from solutions, and a `[/]` in them must
+    print as itself, not end a style (or raise); colour goes in as `style` or Text pieces."""
+    from rich.console import Console
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(width=None if stream.isatty() else width, markup=False, highlight=False, stderr=stderr)
+
+
 def line(name, rec, many):
-    from rich.markup import escape
+    """A workload's line of the console (a rich Text)."""
+    from rich.text import Text
     who = f"{name} " if many else ""
     if rec["status"] != "passed":
-        where = f"\n  {' ' * len(who)}{'':<8} where: {escape(rec['error_map']['words'])}" if rec.get("error_map") \
-            else ""
-        return f"  {who}{rec['workload']:<8} [red]{rec['status']}[/]: {rec['reason']}{where}"
+        where = f"\n  {' ' * len(who)}{'':<8} where: {rec['error_map']['words']}" if rec.get("error_map") else ""
+        return Text.assemble(f"  {who}{rec['workload']:<8} ", (rec["status"], "red"), f": {rec['reason']}{where}")
     t = f"median {rec['median_s']:.4f} s (n={rec['n']}, spread {100 * rec['spread']:.1f}%)" if rec.get("median_s") \
         else "checked"
     psnr = f"PSNR {rec['psnr_db']:.1f} dB, " if "psnr_db" in rec else ""
-    return f"  {who}{rec['workload']:<8} [green]passed[/] {psnr}{t}"
+    return Text.assemble(f"  {who}{rec['workload']:<8} ", ("passed", "green"), f" {psnr}{t}")
 
 
 def report(console, solutions, results, geometry, cpu):
     from rich.table import Table
+    from rich.text import Text
     out = {"geometry": geometry.name, "device": "cpu" if cpu else "cuda"}
     per = {}
     for s in solutions:
@@ -95,9 +104,10 @@ def report(console, solutions, results, geometry, cpu):
         console.print(table)
         value, complete, n = checks.objective(res, spec.TIMED_WORKLOADS)
         if value is not None:
-            console.print(f"objective ({s['name']}): geomean of {n} timed medians = [bold]{value:.4f} s[/]"
-                          + ("" if complete else f" [yellow](partial: {n} of {len(spec.TIMED_WORKLOADS)} timed "
-                                                 f"workloads passed)[/]"))
+            console.print(Text.assemble(f"objective ({s['name']}): geomean of {n} timed medians = ",
+                                        (f"{value:.4f} s", "bold"),
+                                        ("" if complete else (f" (partial: {n} of {len(spec.TIMED_WORKLOADS)} timed "
+                                                              f"workloads passed)", "yellow"))))
         else:
             console.print(f"objective ({s['name']}): none (no timed workload passed)")
         per[s["name"]] = {"workloads": res, "objective_s": value, "objective_complete": complete,

@@ -86,7 +86,7 @@ class Runner:
         if key not in self.groups:
             buffers = self.run.buffers_for(self.solutions.index(sol), world, max(frames))
             self.groups[key] = Group(sol["desc"], world, self.geometry, self.cpu, buffers, self.run, frames,
-                                     self.run.lock)
+                                     self.run.lock, profiling=bool(self.args.profile))
             self.info.setdefault(sol["name"], self.groups[key].info)
         return self.groups[key]
 

@@ -170,6 +170,21 @@ def _contains(outer, inner):
     return os.path.commonpath([outer, inner]) == outer
 
 
+def check_grants(paths, exclude, within=()):
+    """Raise SandboxError where a path the judge grants a locked-down process (a solution's folder, its build
+    folder) covers a directory of `exclude` or lies inside one, except inside those also in `within` (the
+    repository, which holds solution folders). Each path is judged as its real path: the rule's open follows a
+    link, so a folder that is a link to the data would grant the data."""
+    for path in paths:
+        real = os.path.realpath(path)
+        for excluded in exclude:
+            out = os.path.realpath(excluded)
+            inside_ok = _contains(out, real) and real != out and out in [os.path.realpath(w) for w in within]
+            if _contains(real, out) or (_contains(out, real) and not inside_ok):
+                raise SandboxError(f"{os.fspath(path)!r} (really {real!r}) overlaps {os.fspath(excluded)!r}, which a "
+                                   f"solution may not read")
+
+
 def allowed_reads(extra=(), exclude=()) -> list:
     """The paths a Python process running torch reads and executes, then `extra` (kept even where missing, so that
     lock reports them): the interpreter's prefixes and site-packages, sys.path entries other than the working

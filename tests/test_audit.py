@@ -704,6 +704,21 @@ def test_linked_directory(tmp_path):
     assert fired(audit.audit(str(d))) == {"unaudited-file"}
 
 
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symlinks")
+def test_links_anywhere_are_findings_and_never_read(tmp_path):
+    """A link in a hidden folder, or a source that is a link (to a file no solution may read, whose lines the audit
+    would otherwise print), is a finding; its target is not read."""
+    d = solution(tmp_path, {".b/x.txt": "x"})
+    secret = tmp_path / "secret.json"
+    secret.write_text('{"seed": 123456789}\n')
+    os.symlink(tmp_path, d / ".b" / "out")
+    os.symlink(secret, d / "leak.py")
+    report = audit.audit(str(d))
+    assert sorted((f.file, f.rule) for f in report.findings) == [(".b/out", "unaudited-file"),
+                                                                ("leak.py", "unaudited-file")]
+    assert "123456789" not in json.dumps([vars(f) for f in report.findings], default=str)
+
+
 def test_bytecode_must_match_its_source(tmp_path):
     import importlib._bootstrap_external as bootstrap
     d = solution(tmp_path, {})

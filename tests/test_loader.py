@@ -49,6 +49,33 @@ def test_clear_errors(tmp_path, source, message):
         loader.load(str(f))
 
 
+@pytest.mark.parametrize("line, message", [
+    ("name: /tmp/planted", "`name` '/tmp/planted': expected 1 to 64 letters"),
+    ("name: ../../x", "`name` '../../x'"),
+    ("name: '[/]'", r"`name` '\[/\]'"),
+    ("name: .hidden", "`name` '.hidden'"),
+    ("name: 3", "`name` 3"),
+    ("extension: ../x\nsources: [a.cpp]", "`extension` '../x': expected a Python identifier"),
+    ("extension: ext\nsources: [../../outside.cpp]", "source '../../outside.cpp' is not inside"),
+    ("extension: ext\nsources: [/etc/passwd]", "source '/etc/passwd' is not inside"),
+    ("cflags: -O3", "`cflags`: expected a list of strings"),
+])
+def test_manifest_values_that_name_files_are_plain(tmp_path, line, message):
+    """The judge makes file names (logs, the build folder) and console lines of them: a path or markup is refused
+    with the file and the rule."""
+    write(tmp_path / "x" / "solution.py", "def run(z, weights, rank, world, pg, out):\n    pass\n")
+    write(tmp_path / "x" / "a.cpp", "")
+    write(tmp_path / "x" / "solution.yml", line + "\n")
+    with pytest.raises(loader.SolutionError, match=f"solution.yml: {message}"):
+        loader.describe(str(tmp_path / "x"))
+
+
+def test_a_default_name_is_made_plain(tmp_path):
+    write(tmp_path / "my [b]est" / "solution.py", "def run(z, weights, rank, world, pg, out):\n    pass\n")
+    assert loader.describe(str(tmp_path / "my [b]est")).name == "my__b_est"
+    assert loader.NAME.fullmatch(loader.describe(str(write(tmp_path / ".x.py", "run = 1\n"))).name)
+
+
 def test_not_a_solution(tmp_path):
     with pytest.raises(loader.SolutionError, match="needs solution.py"):
         loader.load(str(tmp_path))

@@ -218,6 +218,20 @@ def test_allowed_reads_refuses_to_cover_an_excluded_directory(tmp_path):
         sandbox.allowed_reads(extra=[str(tmp_path / "data" / "weights")], exclude=[str(tmp_path / "data")])
 
 
+def test_grants_are_judged_by_their_real_paths(tmp_path):
+    """A granted folder that is a link to the data (Landlock's rule would follow it) or lies in it is refused; one
+    inside the repository (a solution there) is not, one that holds the repository is."""
+    data, repo = tmp_path / "data", tmp_path / "repo"
+    (data / "tiny").mkdir(parents=True)
+    (repo / "solutions" / "mine").mkdir(parents=True)
+    (repo / "solutions" / "mine" / ".build-abc").symlink_to(data)
+    exclude, within = [str(data), str(repo)], [str(repo)]
+    sandbox.check_grants([str(repo / "solutions" / "mine")], exclude, within)
+    for bad in (repo / "solutions" / "mine" / ".build-abc", data / "tiny", tmp_path, repo):
+        with pytest.raises(sandbox.SandboxError, match="a solution may not read"):
+            sandbox.check_grants([str(bad)], exclude, within)
+
+
 def test_allowed_reads_leaves_out_the_working_directory_and_checkouts(tmp_path):
     checkout = tmp_path / "checkout"
     (checkout / ".git").mkdir(parents=True)

@@ -1,0 +1,128 @@
+"""The judge's hold on the processes and threads a solution could reach: helpers it must find, neighbours' threads
+it must put back to normal before a call, the out-of-memory killer's choice, a group that fails to start."""
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from harness import checks, procs
+from harness.group import Group, GroupFailed
+
+# A helper whose first thread ends with the raw `exit` call while a second runs on: /proc says Z for it.
+ZOMBIE_LEADER = """import ctypes, threading, time
+threading.Thread(target=time.sleep, args=(60,)).start()
+ctypes.CDLL(None).syscall(60 if __import__("platform").machine() == "x86_64" else 93, 0)   # exit, this thread only
+"""
+
+THREADS = """import threading, time
+for _ in range(3):
+    threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def _state(pid):
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        stat = f.read()
+    return stat[stat.rindex(b")") + 2:].split()[0].decode()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc")
+def test_a_zombie_whose_other_threads_run_is_alive():
+    """Without a cgroup the process tree is the judge's only view: a helper that only looks dead is still found."""
+    p = subprocess.Popen([sys.executable, "-c", ZOMBIE_LEADER])
+    try:
+        for _ in range(100):
+            if _state(p.pid) == "Z":
+                break
+            time.sleep(0.05)
+        assert _state(p.pid) == "Z" and len(procs.threads(p.pid)) == 2
+        assert p.pid in procs.descendants()
+    finally:
+        p.kill()
+        p.wait()
+    assert p.pid not in procs.descendants()          # reaped: gone for good
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setscheduler"), reason="needs Linux scheduling calls")
+def test_a_call_starts_with_every_thread_of_the_ranks_and_the_judge_at_normal_priority():
+    """A rank may put any thread of its user (a neighbour's rank, the judge) in the idle class, at a low priority or
+    on one CPU; each is per thread, and the judge undoes all three for every thread before a call."""
+    p = subprocess.Popen([sys.executable, "-c", THREADS], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        tids = procs.threads(p.pid) + procs.threads(os.getpid())
+        assert len(procs.threads(p.pid)) >= 4
+        one = {min(os.sched_getaffinity(0))}
+        for tid in tids:
+            os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
+            os.setpriority(os.PRIO_PROCESS, tid, 15)
+            os.sched_setaffinity(tid, one)
+        fake = type("G", (), {"procs": [p]})()
+        Group._unslow(fake)
+        for tid in tids:
+            assert os.sched_getscheduler(tid) == os.SCHED_OTHER, tid
+            assert os.getpriority(os.PRIO_PROCESS, tid) == 0, tid
+            assert os.sched_getaffinity(tid) == os.sched_getaffinity(os.getpid()), tid
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_ranks_are_the_out_of_memory_killers_first_choice():
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        procs.oom_first(p.pid)
+        with open(f"/proc/{p.pid}/oom_score_adj") as f:
+            assert f.read().strip() == "1000"
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_a_group_that_cannot_start_closes_what_it_made(tmp_path, monkeypatch):
+    """Any failure while the ranks start is a GroupFailed, after the group's processes, cgroup and folders are gone."""
+    import spec
+    from harness.run import Run
+    run = Run(spec.TINY, cpu=True)
+    sol = type("S", (), {"name": "x", "path": str(tmp_path), "content_hash": "0"})()
+    made = []
+    real_open = open
+
+    def failing_open(path, *a, **k):
+        if str(path).endswith(".log"):
+            made.append(path)
+            raise OSError("the log cannot be made")
+        return real_open(path, *a, **k)
+    monkeypatch.setattr("builtins.open", failing_open)
+    try:
+        buffers = run.buffers_for(0, 1, 1)
+        before = procs.descendants()
+        with pytest.raises(GroupFailed) as e:
+            Group(sol, 1, spec.TINY, True, buffers, run, {1}, run.lock)
+        assert e.value.status == "harness error" and "the log cannot be made" in e.value.message
+        assert made and procs.descendants() <= before
+        assert os.listdir(run.scratch) == []
+        cgroups = [d for root in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/pids")
+                   if os.path.isdir(root) for d in os.listdir(root) if d.startswith(f"wan-{os.getpid()}-")]
+        assert cgroups == []
+    finally:
+        monkeypatch.undo()
+        run.close()
+
+
+def test_a_non_finite_reference_is_the_data_sets_fault_not_a_pass():
+    """NaN compares false with everything: a damaged reference would pass any video; the judge says the data is
+    damaged instead."""
+    ref = torch.zeros(1, 3, 2, 4, 4)
+    ref[0, 0, 1, 2, 2] = float("nan")
+    figs = checks.figures(torch.zeros(1, 3, 2, 4, 4, dtype=torch.bfloat16), ref, "cpu")
+    assert figs["reference_nonfinite"] == 1 and figs["max_abs"] == 0
+    status, reason = checks.judge(figs, {"max_abs": 0.1, "rms": 0.1})
+    assert status == "harness error" and "data set is damaged" in reason
+    good = checks.figures(torch.zeros(1, 3, 2, 4, 4, dtype=torch.bfloat16), torch.zeros(1, 3, 2, 4, 4), "cpu")
+    assert checks.judge(good, {"max_abs": 0.1, "rms": 0.1}) == ("passed", None)

@@ -54,7 +54,7 @@ def test_bf16_reference_equals_diffusers_on_the_gpu():
 
 # ----- cheats that need a GPU: work the timer must still see -----------------------------------------------------
 
-def _bench(tmp_path, *solutions, workloads="f121x1"):
+def _bench(tmp_path, *solutions, workloads="f121x1", profile=False):
     import json
     import os
     import subprocess
@@ -62,7 +62,8 @@ def _bench(tmp_path, *solutions, workloads="f121x1"):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out = tmp_path / "r.json"
     p = subprocess.run([sys.executable, os.path.join(root, "bench.py"), *solutions, "--workloads", workloads,
-                        "--warmup", "1", "--min-reps", "3", "--max-reps", "3", "--json", str(out)], cwd=root,
+                        "--warmup", "1", "--min-reps", "3", "--max-reps", "3", "--json", str(out)]
+                       + (["--profile", str(tmp_path / "prof")] if profile else []), cwd=root,
                        capture_output=True, text=True, timeout=900)
     report = json.loads(out.read_text())
     return p, report
@@ -94,6 +95,23 @@ def test_work_on_another_gpu_is_inside_the_timed_window(tmp_path):
     print(f"\nf121x1: reference {ref['median_s']:.4f} s, on another GPU {other['median_s']} s ({other['status']})")
     assert other["passed"], other["reason"]
     assert other["median_s"] >= 0.9 * ref["median_s"]
+
+
+@cuda
+def test_ranks_at_world_one_are_locked_down_and_profile(tmp_path):
+    """At world 1 a GPU rank drops its capabilities, installs the seccomp filter and has an IPC namespace of its own,
+    and CUDA, CUDA IPC of the judge's buffers and the profiler work so; a profiled call (f1x1's) leaves nothing that
+    the next workload's calls take for the solution's tampering."""
+    import os
+    import shutil
+    probe = tmp_path / "locked_down"
+    probe.mkdir()
+    shutil.copyfile(os.path.join(os.path.dirname(__file__), "probes", "locked_down.py"), probe / "solution.py")
+    (probe / "host_ipc").write_text(str(os.stat("/proc/self/ns/ipc").st_ino))
+    p, report = _bench(tmp_path, str(probe), workloads="f1x1,f5x1", profile=True)
+    for w in ("f1x1", "f5x1"):
+        rec = report["workloads"][w]
+        assert rec["passed"], (w, rec["status"], rec["reason"], p.stdout[-2000:])
 
 
 # ----- the baseline on the GPU -------------------------------------------------------------------------------------

@@ -126,3 +126,27 @@ def test_a_non_finite_reference_is_the_data_sets_fault_not_a_pass():
     assert status == "harness error" and "data set is damaged" in reason
     good = checks.figures(torch.zeros(1, 3, 2, 4, 4, dtype=torch.bfloat16), torch.zeros(1, 3, 2, 4, 4), "cpu")
     assert checks.judge(good, {"max_abs": 0.1, "rms": 0.1}) == ("passed", None)
+
+
+@pytest.mark.slow
+def test_cpu_ranks_are_locked_down_beyond_landlock(tiny_data, tmp_path):
+    """The probe (tests/probes/locked_down.py) passes at worlds 1 and 4 under isolation and fails without it: no
+    capabilities, the seccomp filter, an IPC namespace of its own."""
+    import json
+    import shutil
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    probe = tmp_path / "locked_down"
+    probe.mkdir()
+    shutil.copyfile(os.path.join(root, "tests", "probes", "locked_down.py"), probe / "solution.py")
+    (probe / "host_ipc").write_text(str(os.stat("/proc/self/ns/ipc").st_ino))
+    for isolated in (True, False):
+        out = tmp_path / f"r{isolated}.json"
+        subprocess.run([sys.executable, "bench.py", str(probe), "--tiny", "--workloads", "f1x1,f5x4", "--json",
+                        str(out)] + ([] if isolated else ["--no-isolation"]), cwd=root, env=tiny_data,
+                       capture_output=True, text=True, timeout=600)
+        recs = json.loads(out.read_text())["workloads"]
+        for w, rec in recs.items():
+            if isolated:
+                assert rec["passed"], (w, rec["reason"])
+            else:
+                assert rec["status"] == "runtime error" and "not locked down: capabilities" in rec["reason"], rec

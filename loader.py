@@ -304,13 +304,15 @@ def build_in_child(path, timeout, exclude=None):
     finally:
         if jail is not None:
             jail.kill()
-            jail.remove()
         for _ in range(5):       # again while any is left: a helper that forks on, or left the cgroup
             left = procs.descendants() - before
             if not left:
                 break
             procs.kill(left)
             time.sleep(0.05)
+            procs.reap(left)     # re-parented to the judge: a zombie would keep its cgroup from going
+        if jail is not None:
+            jail.remove()
         shutil.rmtree(scratch, ignore_errors=True)
     out, err = [f.seek(0) or f.read() for f in logs]
     for f in logs:

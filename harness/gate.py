@@ -109,7 +109,11 @@ class Gate:
         # f1 and f5 too: the allowances of fresh latents' first frames
         clips = sorted({spec.WORKLOADS[w].clip for w in workloads} | {"f1", "f5"}, key=list(spec.CLIPS).index)
         data.make.ensure(clips, self.geometry)
-        desc = loader.describe(args.solution)
+        try:
+            desc = loader.describe(args.solution)
+        except loader.SolutionError as e:       # the solution's own failure, never the harness's
+            self.add("load", "load error", str(e))
+            return
         self.solution = {"name": desc.name, "path": desc.path, "hash": desc.content_hash}
         if desc.manifest.get("sources"):
             err = loader.build_in_child(desc.path, timeout=1200, exclude=excluded(not args.no_isolation))

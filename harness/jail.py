@@ -3,11 +3,13 @@
 another solution's call runs, counts its processes, caps their number, and kills them all at the end, new forks
 included. Without cgroups the judge falls back to signals and the process tree (harness/procs.py)."""
 import os
+import re
 import time
 
 V2 = ("/sys/fs/cgroup/unified", "/sys/fs/cgroup")   # a hybrid host's cgroup2 mount, or a pure cgroup2 host's
 PIDS_V1 = "/sys/fs/cgroup/pids"
 MAX_TASKS = 8192      # threads count too: a rank of torch with NCCL runs a few hundred
+OWNED = re.compile(r"wan-(?:build-|probe-)?(\d+)(?:-|$)")    # the judge's pid in the names it gives (make())
 
 
 def _v2_root():
@@ -16,6 +18,37 @@ def _v2_root():
         if os.path.exists(os.path.join(root, "cgroup.controllers")):
             return root
     return None
+
+
+def sweep():
+    """Remove the empty cgroups of judges that are gone (killed before they could remove their own); returns their
+    names. A live judge's, and any that still holds a process, stay."""
+    removed = []
+    for root in (_v2_root(), PIDS_V1):
+        try:
+            names = os.listdir(root) if root else []
+        except OSError:
+            continue
+        for name in names:
+            m = OWNED.match(name)
+            if m is None or _alive(int(m.group(1))):
+                continue
+            try:
+                os.rmdir(os.path.join(root, name))
+                removed.append(name)
+            except OSError:
+                pass
+    return removed
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
 
 
 class Jail:

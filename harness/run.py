@@ -9,6 +9,7 @@ import tempfile
 import spec
 from harness import procs, sandbox
 from harness.buffers import Buffers
+from harness import jail
 from harness.jail import Jail
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -41,6 +42,7 @@ class Run:
         procs.become_subreaper()
         self.started_with = procs.descendants()
         exclude = excluded(isolation)
+        jail.sweep()         # what judges killed before their end left behind
         if exclude is not None:
             probe = Jail.make(f"wan-probe-{os.getpid()}")
             if probe is not None:

@@ -74,11 +74,13 @@ EXPECTED = {
     "skips_attention.py": (1, "fresh latents #1 x1", "incorrect", "max|d|"),
     "writes_cache_file.py": (3, "audit", "audit", "writes_cache_file.py"),
     "hangs_on_rank0.py": (2, "fresh latents #1 x1", "timeout", "no answer within"),
+    "name_is_a_path": (2, "load", "load error", "`name` '../../../planted'"),
 }
 
 
 # The default tier's share: one cheat per kind of check (the rest run in the slow tier).
-DEFAULT = ("stale_out.py", "patches_timer.py", "reads_reference.py", "modifies_weights.py", "low_precision.py")
+DEFAULT = ("stale_out.py", "patches_timer.py", "reads_reference.py", "modifies_weights.py", "low_precision.py",
+           "name_is_a_path")
 
 
 @pytest.mark.parametrize("cheat", [c if c in DEFAULT else pytest.param(c, marks=pytest.mark.slow)
@@ -92,6 +94,7 @@ def test_cheat_fails_for_its_reason(tiny_data, tmp_path, cheat):
     assert check in fails, (fails, p.stdout[-2000:])
     assert fails[check][0] == status and phrase in fails[check][1], fails[check]
     assert p.returncode == code, fails
+    assert not list(tmp_path.parent.glob("**/planted*")), "the judge wrote where a name pointed"
     # The mapped checks' pictures, in a folder of the run's own under its working directory (none: no folder).
     pictures = sorted(str(f.relative_to(tmp_path)) for f in tmp_path.glob("error-maps/*/*.png"))
     assert pictures == sorted(c["error_map"]["picture"] for c in report["checks"] if c.get("error_map")), pictures

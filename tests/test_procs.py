@@ -150,3 +150,21 @@ def test_cpu_ranks_are_locked_down_beyond_landlock(tiny_data, tmp_path):
                 assert rec["passed"], (w, rec["reason"])
             else:
                 assert rec["status"] == "runtime error" and "not locked down: capabilities" in rec["reason"], rec
+
+
+def test_cgroups_of_judges_that_are_gone_are_swept():
+    """A judge killed before its end leaves its empty cgroups; the next run removes them, never a live judge's."""
+    from harness import jail
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    dead = jail.Jail.make(f"wan-{p.pid}-1")
+    if dead is None:
+        pytest.skip("no cgroup can be made here")
+    live = jail.Jail.make(f"wan-{os.getpid()}-sweep")
+    try:
+        removed = jail.sweep()
+        assert f"wan-{p.pid}-1" in removed and not os.path.exists(dead.path)
+        assert os.path.exists(live.path) and f"wan-{os.getpid()}-sweep" not in removed
+    finally:
+        for j in (dead, live):
+            j.remove()

@@ -11,8 +11,9 @@ Timing (per call; the method, in harness/group.py):
   1. Before the clock: the latents staged on every rank's device (a timed call's are fresh: a secret seed), `out`
      poisoned with NaN, the pipes quiet.
   2. The judge's clock (CLOCK_MONOTONIC) starts; it copies the latents into the ranks' buffers and writes `go`.
-  3. The clock stops when the last rank's `done` arrives (a rank writes it after run() returned and its devices
-     were synchronised). A rank's own stamps are diagnostics only.
+  3. The clock stops when the judge has read and checked the last rank's `done` (a rank writes it after run()
+     returned and its devices were synchronised; the judge's time to read the lines counts). A rank's own stamps
+     are diagnostics only.
   4. The judge reads `out` at once and judges that copy; it reads `out` again after the figures: a change means a
      rank said `done` before its work was finished (tampering).
   Warm-up calls (checked like the rest) precede the timed ones. Timed calls repeat until the standard error of the
@@ -223,7 +224,7 @@ def bench(args, console):
     out["statuses"] = checks.STATUSES
     out["method"] = {"warmup": args.warmup, "min_reps": args.min_reps, "max_reps": args.max_reps,
                      "time_cap_s": args.time_cap, "stop": "se(median) <= 0.5% of the median",
-                     "clock": "the judge's, from before the latents are placed to the last rank's done"}
+                     "clock": "the judge's, from before the latents are placed to the last rank's done, read and checked"}
     if said := runner.atlas.said():
         console.print(said)
     if args.json:

@@ -5,8 +5,9 @@ A call, as the judge runs it (`Group.call`):
      rank's device, `out` is poisoned with NaN, the judge lists its descendant processes.
   2. The clock (the judge's CLOCK_MONOTONIC) starts; the judge copies the latents into every rank's buffer and
      writes `go` to every rank.
-  3. It stops when the last rank's `done` arrives. Each rank sends exactly `done CALL` then `report CALL`; a
-     duplicate, early, stale, unknown or malformed line is tampering.
+  3. It stops when the judge has read and checked the last rank's `done` (its call and the call's nonce, nothing
+     else). Each rank sends exactly `done CALL` then `report CALL`; a duplicate, early, stale, unknown or malformed
+     line is tampering.
   4. The judge copies `out` at once (read 1), waits for the reports, checks the inputs, the processes and the decoy
      data, then the caller computes the figures from read 1; `out` read again afterwards (read 2) must be bit-equal
      to read 1, else a rank said `done` before its work was finished ("out changed after done").
@@ -33,6 +34,7 @@ CLOCK = time.monotonic_ns
 STARTUP_S = 300.0          # load, build cache, prepare, first-call autotuning
 CPUS = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
 MAX_LINE = 1 << 20         # a protocol line is a few hundred bytes; a report with problems, a few KiB
+MAX_DONE = 256             # `done {"call": N, "nonce": "..."}`: about 50
 # What a rank may say of itself: failures only (its own harness code reports these; a solution can forge them, and
 # then fails).
 RANK_FAILURES = ("runtime error", "load error", "tampering", "incorrect", "harness error")
@@ -226,6 +228,8 @@ class Group:
 
     @staticmethod
     def _parse(line, rank):
+        if line.startswith(b"done ") and len(line) > MAX_DONE:
+            raise GroupFailed("tampering", f"rank {rank} sent a `done` of {len(line)} bytes (at most {MAX_DONE})", rank)
         kind, _, rest = bytes(line).decode("utf-8", "replace").partition(" ")
         try:
             fields = json.loads(rest)
@@ -310,7 +314,13 @@ class Group:
         bad = [r for r, fields, _ in arrivals if fields.get("nonce") != nonce]
         if bad:
             raise GroupFailed("tampering", f"rank {bad[0]} sent a `done` that does not answer this call's `go`", bad[0])
-        t1 = max(at for _, _, at in arrivals)
+        odd = [r for r, fields, _ in arrivals if set(fields) != {"call", "nonce"}]
+        if odd:
+            raise GroupFailed("tampering", f"rank {odd[0]} sent a `done` with fields other than call and nonce", odd[0])
+        # The clock stops here, when every `done` is read and checked, just before read 1: the time the judge took
+        # to read the lines (a long line, a starved judge: the ranks' doing) is theirs, and no work of theirs can
+        # finish between the stop and read 1 but during the copy itself.
+        t1 = CLOCK()
         read1 = out.clone()
         self.buffers.settle()
         reports = [self._report(r, fields) for r, fields, _ in self._each("report", call, STARTUP_S)]

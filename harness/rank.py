@@ -64,13 +64,17 @@ class Rank:
         from harness import buffers, ipc, sandbox, syscalls
         maps = buffers.premap(s["buffers"])
         info = {"rank": s["rank"], "isolation": {"isolation": "none"}}
-        if s["sandbox"] and (s["device"] == "cpu" or s["world"] == 1):
-            # harness/ipc.py, harness/syscalls.py; checked on GPUs at world 1 (CUDA, CUDA IPC, the profiler), not yet
-            # against NCCL between GPUs (the README's known limits)
-            info["ipc_namespace"] = ipc.private_namespace()
+        whole = s["device"] == "cpu" or s["world"] == 1
+        if s["sandbox"]:
+            # harness/ipc.py, harness/syscalls.py; whole on GPUs at world 1 (checked with CUDA, CUDA IPC and the
+            # profiler), not yet against NCCL between GPUs (the README's known limits): there only CAP_SYS_NICE goes,
+            # so that a rank cannot starve the judge or pin it to a busy CPU.
             try:
-                syscalls.drop_capabilities()
-                info["metadata_writes_denied"] = syscalls.deny_metadata_writes()
+                if whole:
+                    info["ipc_namespace"] = ipc.private_namespace()
+                syscalls.drop_capabilities(None if whole else [syscalls.CAP_SYS_NICE])
+                if whole:
+                    info["metadata_writes_denied"] = syscalls.deny_metadata_writes()
             except OSError as e:
                 self.send("error", status="harness error", rank=s["rank"], phase="sandbox", error=str(e))
                 return False

@@ -32,6 +32,9 @@ DENIED = {
 AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 
 PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP = 24, 38, 22
+# Scheduling other processes: without it a rank cannot change the judge's priority, class or CPUs (the kernel lets a
+# process change another's only where that one's capabilities are a subset of its own, or with CAP_SYS_NICE).
+CAP_SYS_NICE = 23
 SECCOMP_MODE_FILTER = 2
 SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO, SECCOMP_RET_KILL_PROCESS = 0x7FFF0000, 0x00050000, 0x80000000
 EPERM, EINVAL = 1, 22
@@ -39,16 +42,25 @@ _BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_JGE_K, _BPF_RET_K = 0x20, 0x15, 0x35, 0x06
 X32_BIT = 0x40000000   # x86_64's x32 calls: the same numbers with this bit, refused whole
 
 
-def drop_capabilities():
-    """Drop every capability of this process (bounding set first, while CAP_SETPCAP is still held)."""
-    for cap in range(64):
+def drop_capabilities(caps=None):
+    """Drop every capability of this process (caps None), or only those numbered in `caps`: from the bounding set
+    first (while CAP_SETPCAP is still held), then from the effective, permitted and inheritable sets."""
+    for cap in range(64) if caps is None else caps:
         if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
-            if ctypes.get_errno() == EINVAL:          # past the kernel's last capability
+            if ctypes.get_errno() == EINVAL and caps is None:      # past the kernel's last capability
                 break
             raise OSError(ctypes.get_errno(), f"dropping capability {cap} from the bounding set failed")
+    x86 = platform.machine() == "x86_64"
     header = struct.pack("II", 0x20080522, 0)        # _LINUX_CAPABILITY_VERSION_3, this process
     data = bytes(24)                                  # two (effective, permitted, inheritable) sets, all empty
-    if _libc.syscall(126 if platform.machine() == "x86_64" else 91, header, data) != 0:   # capset
+    if caps is not None:
+        now = ctypes.create_string_buffer(24)
+        if _libc.syscall(125 if x86 else 90, header, now) != 0:           # capget
+            raise OSError(ctypes.get_errno(), "capget failed")
+        sets = struct.unpack("6I", now.raw)
+        keep = [~sum(1 << (c - 32 * i) for c in caps if 32 * i <= c < 32 * (i + 1)) & 0xFFFFFFFF for i in (0, 1)]
+        data = struct.pack("6I", *(v & keep[k // 3] for k, v in enumerate(sets)))
+    if _libc.syscall(126 if x86 else 91, header, data) != 0:           # capset
         raise OSError(ctypes.get_errno(), "capset failed")
 
 

@@ -168,3 +168,35 @@ def test_cgroups_of_judges_that_are_gone_are_swept():
     finally:
         for j in (dead, live):
             j.remove()
+
+
+def test_the_clock_runs_while_the_judge_reads_the_done_lines(tiny_data, monkeypatch):
+    """The clock stops when the judge has read and checked every `done`, just before it copies `out`: time the
+    ranks make the judge spend on their lines (a long line, a starved judge) is theirs. Here the judge's parse of a
+    `done` is made 0.4 s slow, and the call's time holds it."""
+    import loader
+    import spec
+    from harness.run import Run
+    monkeypatch.setenv("DATA", tiny_data["DATA"])
+    real = Group._parse
+
+    def slow(line, rank):
+        if line.startswith(b"done "):
+            time.sleep(0.4)
+        return real(line, rank)
+    run = Run(spec.TINY, cpu=True)
+    group = None
+    try:
+        sol = loader.describe(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                           "solutions", "reference"))
+        group = Group(sol, 1, spec.TINY, True, run.buffers_for(0, 1, 1), run, {1}, run.lock)
+        z = spec.make_inputs("f1x1", "cpu", spec.TINY)[0]
+        fast = group.call(z, 60)[0]
+        monkeypatch.setattr(Group, "_parse", staticmethod(slow))
+        slowed = group.call(z, 60)[0]
+        assert slowed >= fast + 0.35, (fast, slowed)
+    finally:
+        monkeypatch.undo()
+        if group is not None:
+            group.close()
+        run.close()

@@ -31,6 +31,7 @@ EXPECTED = {
     "floods_scratch.py": ("tampering", "wrote more than 8 GiB to their scratch folders and logs"),
     "floods_its_log.py": ("tampering", "wrote a file of more than 2 GiB (its log or in its scratch)"),
     "sparse_log.py": ("tampering", "wrote a file of more than 2 GiB (its log or in its scratch)"),
+    "stalls_the_judge.py": ("tampering", "bytes (at most 256)"),
 }
 
 # cheats on --profile's traces: cheat -> (status, a phrase of the reason)

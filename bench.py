@@ -108,13 +108,13 @@ def describe(args, console, rank0):
         try:
             d = loader.describe(path)
         except loader.SolutionError as e:
-            console.print(str(e), style="red")
+            console.print(report.plain(e), style="red")
             return None
         sol = {"name": d.name, "path": d.path, "hash": d.content_hash, "build_error": None, "desc": d}
         if d.manifest.get("sources") and rank0:
             console.print(f"building {d.name} ...")
-            sol["build_error"] = loader.build_in_child(d.path, timeout=1200,
-                                                       exclude=excluded(not args.no_isolation))
+            err = loader.build_in_child(d.path, timeout=1200, exclude=excluded(not args.no_isolation))
+            sol["build_error"] = report.plain(err) if err else None
             if sol["build_error"]:
                 console.print(f"{d.name}: build error: {sol['build_error']}", style="red")
         if sol["name"] in {s["name"] for s in solutions}:

@@ -87,8 +87,9 @@ def main(argv=None):
         checks.append({"name": name, "status": status, "reason": reason, "seconds": seconds, **extra})
         colour = "green" if status == "passed" else "yellow" if status == "skipped" else "red"
         word = {"passed": "PASS", "skipped": "SKIP"}.get(status, "FAIL")
-        console.print(Text.assemble((word, colour), f" {name}" + (f": {status}: {reason}" if status != "passed" else "")
-                                    + (f" ({seconds:.3f} s)" if seconds is not None else "")))
+        console.print(Text.assemble((word, colour), report.plain(f" {name}" + (f": {status}: {reason}" if status != "passed"
+                                                                            else "")
+                                                                 + (f" ({seconds:.3f} s)" if seconds is not None else ""))))
         if status != "passed" and extra.get("error_map"):
             console.print(f"     where: {extra['error_map']['words']}")
     try:

@@ -9,7 +9,7 @@ the fresh calls of that shape: the fastest of a timed shape's fresh draws, an un
 after its warm-up (a shape's first call may compile or autotune), never a process's first call."""
 import bounds
 import spec
-from harness import checks, hardware, maps
+from harness import checks, hardware, maps, report
 from harness.group import Group, GroupFailed
 from harness.inputs import Fresh
 from harness.runner import call_timeout, judged
@@ -39,11 +39,11 @@ class Gate:
         if self.args.no_audit:
             self.add("audit", "skipped", "--no-audit")
             return
-        report = audit.audit(self.args.solution)
-        if report.ok:
-            self.add("audit", "passed", allowed=[str(a) for a in report.allowed])
+        found = audit.audit(self.args.solution)
+        if found.ok:
+            self.add("audit", "passed", allowed=[str(a) for a in found.allowed])
         else:
-            lines = [f"{f.file}:{f.line}: {f.rule}: {f.reason}" for f in report.findings]
+            lines = [f"{f.file}:{f.line}: {f.rule}: {f.reason}" for f in found.findings]
             self.add("audit", "audit", f"{len(lines)} finding(s): " + "; ".join(lines[:12]), findings=lines)
 
     def stored_case(self, workload):
@@ -112,13 +112,13 @@ class Gate:
         try:
             desc = loader.describe(args.solution)
         except loader.SolutionError as e:       # the solution's own failure, never the harness's
-            self.add("load", "load error", str(e))
+            self.add("load", "load error", report.plain(e))
             return
         self.solution = {"name": desc.name, "path": desc.path, "hash": desc.content_hash}
         if desc.manifest.get("sources"):
             err = loader.build_in_child(desc.path, timeout=1200, exclude=excluded(not args.no_isolation))
             if err:
-                self.add("build", "build error", err)
+                self.add("build", "build error", report.plain(err))
                 return
         run = self.run_ = Run(self.geometry, self.cpu, isolation=not args.no_isolation)
         if run.lock is None and not args.no_isolation:

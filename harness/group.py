@@ -28,6 +28,7 @@ import time
 
 from harness import disk, env, ipc, procs
 from harness.jail import Jail
+from harness.report import plain
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLOCK = time.monotonic_ns
@@ -237,7 +238,7 @@ class Group:
                 raise ValueError("not an object")
         except Exception:   # ValueError, but a deeply nested document raises RecursionError
             raise GroupFailed("tampering", f"rank {rank} sent a malformed line: {bytes(line[:200])!r}", rank)
-        return kind, fields
+        return plain(kind), _plain(fields)
 
     def _each(self, kind, call, limit):
         """[(rank, fields)] of one `kind` line from every rank, in rank order; anything else is a failure."""
@@ -452,9 +453,20 @@ class Group:
 
     def log_tail(self, rank, n=15):
         try:
-            return "".join(disk.tail(self.logs[rank].name).splitlines(keepends=True)[-n:])
+            return plain("".join(disk.tail(self.logs[rank].name).splitlines(keepends=True)[-n:]))
         except (IndexError, TypeError):
             return ""
+
+
+def _plain(value):
+    """A rank's message with every string in it plain (report.plain): what the judge prints and records of it."""
+    if isinstance(value, str):
+        return plain(value)
+    if isinstance(value, dict):
+        return {plain(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
 
 
 def _unlink(path):

@@ -6,6 +6,8 @@ import json
 import os
 import sys
 
+from harness import report
+
 SCOPE_ROOTS = ("decoder", "post_quant_conv", "unpatchify", "halo_exchange", "gather")
 
 
@@ -44,7 +46,7 @@ def scope_table(events):
     for a in events:
         if a.get("cat") != cat or a.get("ph") != "X" or not str(a.get("name", "")).startswith(SCOPE_ROOTS):
             continue
-        name, t0, t1 = a["name"], a["ts"], a["ts"] + a["dur"]
+        name, t0, t1 = report.plain(a["name"]), a["ts"], a["ts"] + a["dur"]
         if gpu:
             es, ss = by_pid.get(a.get("pid"), []), starts.get(a.get("pid"), [])
             total, i = 0.0, bisect.bisect_left(ss, t0)
@@ -89,7 +91,6 @@ def trace_span(events):
 def scopes_main(paths):
     """`bench.py --scopes TRACE [TRACE ...]`: the per-scope table of traces that --profile wrote (the ranks of one
     call, rank 0 first), without running anything."""
-    from harness import report
     if not paths:
         print("usage: bench.py --scopes TRACE [TRACE ...]", file=sys.stderr)
         return 2

@@ -5,6 +5,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 
@@ -53,12 +54,28 @@ def gib(b):
     return f"{b / 2**30:.1f}"
 
 
+# What a terminal or a reader acts on rather than shows: C0 and C1 controls but tab and newline (escape sequences that
+# move the cursor or erase the judge's lines, carriage returns), and bidirectional overrides.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def plain(text):
+    """Text from a solution (its messages, logs, trace names, sources) as the judge shows it: every character that
+    would act instead of show (see _UNSAFE) becomes '?', so no line of the judge's can be overwritten or forged."""
+    return _UNSAFE.sub("?", str(text))
+
+
 def console(width=160, stderr=False):
     """The judge's console. Without markup: names, reasons and scopes come from solutions, and a `[/]` in them must
-    print as itself, not end a style (or raise); colour goes in as `style` or Text pieces."""
+    print as itself, not end a style (or raise); colour goes in as `style` or Text pieces. Strings it renders go
+    through plain() (the judge's records are plain already where they enter: this is the second line)."""
     from rich.console import Console
+
+    class Plain(Console):
+        def render_str(self, text, *args, **kwargs):
+            return super().render_str(plain(text), *args, **kwargs)
     stream = sys.stderr if stderr else sys.stdout
-    return Console(width=None if stream.isatty() else width, markup=False, highlight=False, stderr=stderr)
+    return Plain(width=None if stream.isatty() else width, markup=False, highlight=False, stderr=stderr)
 
 
 def line(name, rec, many):
@@ -67,7 +84,7 @@ def line(name, rec, many):
     who = f"{name} " if many else ""
     if rec["status"] != "passed":
         where = f"\n  {' ' * len(who)}{'':<8} where: {rec['error_map']['words']}" if rec.get("error_map") else ""
-        return Text.assemble(f"  {who}{rec['workload']:<8} ", (rec["status"], "red"), f": {rec['reason']}{where}")
+        return Text.assemble(f"  {who}{rec['workload']:<8} ", (rec["status"], "red"), plain(f": {rec['reason']}{where}"))
     t = f"median {rec['median_s']:.4f} s (n={rec['n']}, spread {100 * rec['spread']:.1f}%)" if rec.get("median_s") \
         else "checked"
     psnr = f"PSNR {rec['psnr_db']:.1f} dB, " if "psnr_db" in rec else ""

@@ -9,6 +9,7 @@ import dataclasses
 import re
 
 import spec
+from harness import report
 
 
 @dataclasses.dataclass(frozen=True)
@@ -355,7 +356,8 @@ class Unit:
     def add(self, line, rule, reason):
         if (line, rule) not in self.seen:       # one finding per rule and line
             self.seen.add((line, rule))
-            self.findings.append(Finding(self.rel, line, rule, reason, self.text(line)))
+            self.findings.append(Finding(report.plain(self.rel), line, rule, report.plain(reason),
+                                         report.plain(self.text(line))))
 
     def text(self, line):
         return self.lines[line - 1].strip()[:160] if 0 < line <= len(self.lines) else ""

@@ -75,6 +75,7 @@ EXPECTED = {
     "writes_cache_file.py": (3, "audit", "audit", "writes_cache_file.py"),
     "hangs_on_rank0.py": (2, "fresh latents #1 x1", "timeout", "no answer within"),
     "name_is_a_path": (2, "load", "load error", "`name` '../../../planted'"),
+    "forges_the_console.py": (2, "fresh latents #1 x1", "runtime error", "gave up??[2K?[1A?[32mPASS?[0m f1x1"),
 }
 
 
@@ -95,6 +96,7 @@ def test_cheat_fails_for_its_reason(tiny_data, tmp_path, cheat):
     assert fails[check][0] == status and phrase in fails[check][1], fails[check]
     assert p.returncode == code, fails
     assert not list(tmp_path.parent.glob("**/planted*")), "the judge wrote where a name pointed"
+    assert "\x1b" not in p.stdout and "\r" not in p.stdout, "a solution's terminal controls reached the console"
     # The mapped checks' pictures, in a folder of the run's own under its working directory (none: no folder).
     pictures = sorted(str(f.relative_to(tmp_path)) for f in tmp_path.glob("error-maps/*/*.png"))
     assert pictures == sorted(c["error_map"]["picture"] for c in report["checks"] if c.get("error_map")), pictures

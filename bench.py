@@ -10,7 +10,7 @@ that process is the solution's: the judge trusts no line of it except the fact t
 Timing (per call; the method, in harness/group.py):
   1. Before the clock: the latents staged on every rank's device (a timed call's are fresh: a secret seed), `out`
      poisoned with NaN, the pipes quiet.
-  2. The judge's clock (CLOCK_MONOTONIC) starts; it copies the latents into the ranks' buffers and writes `go`.
+  2. The judge's clock (CLOCK_MONOTONIC_RAW) starts; it copies the latents into the ranks' buffers and writes `go`.
   3. The clock stops when the judge has read and checked the last rank's `done` (a rank writes it after run()
      returned and its devices were synchronised; the judge's time to read the lines counts). A rank's own stamps
      are diagnostics only.

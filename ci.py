@@ -44,12 +44,16 @@ def exit_code(checks):
 
 
 def junit(checks, path, suite):
+    """The checks as JUnit XML; every text plain (report.plain: what XML cannot hold, and terminal controls)."""
+    suite = report.plain(suite)
     root = ET.Element("testsuite", name=suite, tests=str(len(checks)),
                       failures=str(sum(c["status"] != "passed" for c in checks)))
     for c in checks:
-        case = ET.SubElement(root, "testcase", classname=suite, name=c["name"], time=f"{c.get('seconds') or 0:.6f}")
+        case = ET.SubElement(root, "testcase", classname=suite, name=report.plain(c["name"]),
+                             time=f"{c.get('seconds') or 0:.6f}")
         if c["status"] != "passed":
-            ET.SubElement(case, "failure", type=c["status"], message=(c["reason"] or "")[:2000])
+            ET.SubElement(case, "failure", type=report.plain(c["status"]),
+                          message=report.plain((c["reason"] or "")[:2000]))
     ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
 
 

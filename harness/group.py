@@ -3,7 +3,7 @@
 A call, as the judge runs it (`Group.call`):
   1. Before the clock: the pipes are quiet (a line between calls is tampering), the latents are staged on every
      rank's device, `out` is poisoned with NaN, the judge lists its descendant processes.
-  2. The clock (the judge's CLOCK_MONOTONIC) starts; the judge copies the latents into every rank's buffer and
+  2. The clock (the judge's CLOCK_MONOTONIC_RAW) starts; the judge copies the latents into every rank's buffer and
      writes `go` to every rank.
   3. It stops when the judge has read and checked the last rank's `done` (its call and the call's nonce, nothing
      else). Each rank sends exactly `done CALL` then `report CALL`; a duplicate, early, stale, unknown or malformed
@@ -31,7 +31,10 @@ from harness.jail import Jail
 from harness.report import plain
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CLOCK = time.monotonic_ns
+# CLOCK_MONOTONIC_RAW: the hardware counter as it runs, which no frequency or tick adjustment (adjtimex: the host's
+# NTP, or a rank with CAP_SYS_TIME) slows or speeds.
+CLOCK = (lambda: time.clock_gettime_ns(time.CLOCK_MONOTONIC_RAW)) if hasattr(time, "CLOCK_MONOTONIC_RAW") \
+    else time.monotonic_ns
 STARTUP_S = 300.0          # load, build cache, prepare, first-call autotuning
 CPUS = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
 MAX_LINE = 1 << 20         # a protocol line is a few hundred bytes; a report with problems, a few KiB
@@ -39,6 +42,7 @@ MAX_DONE = 256             # `done {"call": N, "nonce": "..."}`: about 50
 # What a rank may say of itself: failures only (its own harness code reports these; a solution can forge them, and
 # then fails).
 RANK_FAILURES = ("runtime error", "load error", "tampering", "incorrect", "harness error")
+REPORTED = ("tampering", "incorrect")      # what a rank's report may find after a call (guards, census, out)
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 
 
@@ -250,6 +254,8 @@ class Group:
                 status = fields.get("status")
                 if status not in RANK_FAILURES:      # a rank can only fail itself, never pass
                     raise GroupFailed("tampering", f"rank {rank} reported the status {str(status)[:40]!r}", rank)
+                if status == "harness error":        # the rank's process is the solution's: its failure is too
+                    status, where = "runtime error", f" (it reported a harness error{where})"
                 raise GroupFailed(status, f"rank {rank}{where}: {str(fields.get('error'))[:4000]}", rank)
             if k != kind or fields.get("call") != call:
                 raise GroupFailed("tampering", f"rank {rank} sent an unexpected '{k}' line (call "
@@ -265,7 +271,8 @@ class Group:
         ok = isinstance(f.get("t0"), int) and isinstance(f.get("t1"), int) and \
             (f.get("peak") is None or isinstance(f.get("peak"), int)) and \
             isinstance(f.get("problems"), list) and \
-            all(isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in f["problems"])
+            all(isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) and p[0] in REPORTED
+                for p in f["problems"])
         if not ok:
             raise GroupFailed("tampering", f"rank {rank} sent a malformed report: {json.dumps(f)[:200]}", rank)
         return f

@@ -6,7 +6,8 @@ Two defences: on the CPU, and on GPUs at world 1, each rank enters an IPC namesp
 (what it makes there is gone with it; on one H200 CUDA IPC of the judge's buffers works across it); everywhere the
 judge removes, when a group closes, every System V object made while the group ran (the judge makes none itself),
 and the new POSIX message queues where their file system is mounted (/dev/mqueue). At worlds 2 and 4 on GPUs the
-ranks stay in the host's namespace (not yet checked with NCCL between GPUs), so there the removal is the defence."""
+ranks stay in the host's namespace (the namespace not yet run with NCCL between GPUs), so there the removal is the
+defence."""
 import ctypes
 import os
 

@@ -66,15 +66,14 @@ class Rank:
         info = {"rank": s["rank"], "isolation": {"isolation": "none"}}
         whole = s["device"] == "cpu" or s["world"] == 1
         if s["sandbox"]:
-            # harness/ipc.py, harness/syscalls.py; whole on GPUs at world 1 (checked with CUDA, CUDA IPC and the
-            # profiler), not yet against NCCL between GPUs (the README's known limits): there only CAP_SYS_NICE goes,
-            # so that a rank cannot starve the judge or pin it to a busy CPU.
+            # harness/ipc.py, harness/syscalls.py. Every capability goes (NCCL runs without any for ordinary users);
+            # the IPC namespace and the filter's metadata part where checked (the CPU; GPUs at world 1, with CUDA,
+            # CUDA IPC and the profiler), not yet against NCCL between GPUs (the README's known limits).
             try:
                 if whole:
                     info["ipc_namespace"] = ipc.private_namespace()
-                syscalls.drop_capabilities(None if whole else [syscalls.CAP_SYS_NICE])
-                if whole:
-                    info["metadata_writes_denied"] = syscalls.deny_metadata_writes()
+                syscalls.drop_capabilities()
+                info["seccomp"] = syscalls.deny(metadata=whole)
             except OSError as e:
                 self.send("error", status="harness error", rank=s["rank"], phase="sandbox", error=str(e))
                 return False

@@ -55,8 +55,9 @@ def gib(b):
 
 
 # What a terminal or a reader acts on rather than shows: C0 and C1 controls but tab and newline (escape sequences that
-# move the cursor or erase the judge's lines, carriage returns), and bidirectional overrides.
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# move the cursor or erase the judge's lines, carriage returns), bidirectional overrides; and what XML cannot hold
+# (lone surrogates, which JSON can carry, and U+FFFE, U+FFFF).
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
 
 
 def plain(text):
@@ -71,9 +72,17 @@ def console(width=160, stderr=False):
     through plain() (the judge's records are plain already where they enter: this is the second line)."""
     from rich.console import Console
 
+    from rich.text import Text
+
     class Plain(Console):
         def render_str(self, text, *args, **kwargs):
             return super().render_str(plain(text), *args, **kwargs)
+
+        def print(self, *objects, **kwargs):
+            for t in objects:
+                if isinstance(t, Text):
+                    t.plain = plain(t.plain)          # one character for one: the styles' spans still fit
+            super().print(*objects, **kwargs)
     stream = sys.stderr if stderr else sys.stdout
     return Plain(width=None if stream.isatty() else width, markup=False, highlight=False, stderr=stderr)
 

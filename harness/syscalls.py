@@ -4,10 +4,12 @@ part).
 
 - Capabilities: the rank drops them all (effective, permitted, inheritable, bounding), so the host's global state
   stays out of reach (host and domain names, network links and addresses, `trusted.*` extended attributes, sysctls
-  through syscalls).
-- Inode metadata and keyrings, which root may change on the files it owns without any capability: a seccomp filter
-  makes the syscalls that write extended attributes, times, modes and owners, and those of the kernel keyrings, fail
-  with EPERM. Reading stays allowed.
+  through syscalls, the clock's rate), and so do the judge's scheduling, priority and CPUs (it holds more).
+- Other processes' resource limits, which the kernel lets any process of the same user lower (a neighbour's rank or
+  the judge killed by its own limits): the seccomp filter refuses prlimit on any pid but 0 (the caller).
+- Inode metadata and keyrings, which root may change on the files it owns without any capability: the filter's
+  metadata part makes the syscalls that write extended attributes, times, modes and owners, and those of the kernel
+  keyrings, fail with EPERM. Reading stays allowed.
 
 x86_64 and aarch64 (their syscall numbers below); elsewhere the filter is not installed and says so."""
 import ctypes
@@ -30,11 +32,9 @@ DENIED = {
                 "add_key": 217, "request_key": 218, "keyctl": 219},
 }
 AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+PRLIMIT64 = {"x86_64": 302, "aarch64": 261}
 
 PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP = 24, 38, 22
-# Scheduling other processes: without it a rank cannot change the judge's priority, class or CPUs (the kernel lets a
-# process change another's only where that one's capabilities are a subset of its own, or with CAP_SYS_NICE).
-CAP_SYS_NICE = 23
 SECCOMP_MODE_FILTER = 2
 SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO, SECCOMP_RET_KILL_PROCESS = 0x7FFF0000, 0x00050000, 0x80000000
 EPERM, EINVAL = 1, 22
@@ -42,49 +42,50 @@ _BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_JGE_K, _BPF_RET_K = 0x20, 0x15, 0x35, 0x06
 X32_BIT = 0x40000000   # x86_64's x32 calls: the same numbers with this bit, refused whole
 
 
-def drop_capabilities(caps=None):
-    """Drop every capability of this process (caps None), or only those numbered in `caps`: from the bounding set
-    first (while CAP_SETPCAP is still held), then from the effective, permitted and inheritable sets."""
-    for cap in range(64) if caps is None else caps:
+def drop_capabilities():
+    """Drop every capability of this process (bounding set first, while CAP_SETPCAP is still held). Then the kernel
+    also refuses it the scheduling of a process that holds more (the judge): it may change another's only where that
+    one's capabilities are a subset of its own."""
+    for cap in range(64):
         if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
-            if ctypes.get_errno() == EINVAL and caps is None:      # past the kernel's last capability
+            if ctypes.get_errno() == EINVAL:          # past the kernel's last capability
                 break
             raise OSError(ctypes.get_errno(), f"dropping capability {cap} from the bounding set failed")
-    x86 = platform.machine() == "x86_64"
     header = struct.pack("II", 0x20080522, 0)        # _LINUX_CAPABILITY_VERSION_3, this process
     data = bytes(24)                                  # two (effective, permitted, inheritable) sets, all empty
-    if caps is not None:
-        now = ctypes.create_string_buffer(24)
-        if _libc.syscall(125 if x86 else 90, header, now) != 0:           # capget
-            raise OSError(ctypes.get_errno(), "capget failed")
-        sets = struct.unpack("6I", now.raw)
-        keep = [~sum(1 << (c - 32 * i) for c in caps if 32 * i <= c < 32 * (i + 1)) & 0xFFFFFFFF for i in (0, 1)]
-        data = struct.pack("6I", *(v & keep[k // 3] for k, v in enumerate(sets)))
-    if _libc.syscall(126 if x86 else 91, header, data) != 0:           # capset
+    if _libc.syscall(126 if platform.machine() == "x86_64" else 91, header, data) != 0:   # capset
         raise OSError(ctypes.get_errno(), "capset failed")
 
 
-def _filter(arch):
-    """The BPF program: kill on another architecture, EPERM for DENIED[arch] (and any x32 call), allow the rest."""
-    numbers = sorted(set(DENIED[arch].values()))
+def _filter(arch, metadata=True):
+    """The BPF program: kill on another architecture; EPERM for DENIED[arch] (and any x32 call) where `metadata`,
+    and for prlimit64 on any process but this one (pid 0) always; allow the rest."""
+    numbers = sorted(set(DENIED[arch].values())) if metadata else []
+    # The tail: prlimit64's pid checked, then ALLOW, then EPERM; the jumps before it count to EPERM (its last slot).
+    tail = [(_BPF_JEQ_K, 0, 2, PRLIMIT64[arch]),                        # not prlimit64: to ALLOW
+            (_BPF_LD_W_ABS, 0, 0, 16),                                   # its first argument's low word: the pid
+            (_BPF_JEQ_K, 0, 1, 0),                                       # 0 (itself): ALLOW, else EPERM
+            (_BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW), (_BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | EPERM)]
     ins = [(_BPF_LD_W_ABS, 0, 0, 4),                                    # seccomp_data.arch
            (_BPF_JEQ_K, 1, 0, AUDIT_ARCH[arch]),
            (_BPF_RET_K, 0, 0, SECCOMP_RET_KILL_PROCESS),
            (_BPF_LD_W_ABS, 0, 0, 0),                                    # seccomp_data.nr
-           (_BPF_JGE_K, len(numbers) + 1, 0, X32_BIT)]                  # to the EPERM return at the end
+           (_BPF_JGE_K, len(numbers) + len(tail) - 1, 0, X32_BIT)]      # to the EPERM return at the end
     for i, nr in enumerate(numbers):
-        ins.append((_BPF_JEQ_K, len(numbers) - i, 0, nr))
-    ins += [(_BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW), (_BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | EPERM)]
+        ins.append((_BPF_JEQ_K, len(numbers) - i - 1 + len(tail) - 1, 0, nr))
+    ins += tail
     return b"".join(struct.pack("HBBI", *i) for i in ins), len(ins)
 
 
-def deny_metadata_writes():
-    """Install the seccomp filter on this thread (and what it starts later); returns the architecture, or None
-    where it has no table here."""
+def deny(metadata=True):
+    """Install the seccomp filter on this thread (and what it starts later): no process's resource limits but its
+    own (a neighbour's or the judge's, which the kernel lets any process of the same user lower), and with
+    `metadata` no writes of inode metadata and no keyrings. Returns the architecture, or None where it has no table
+    here."""
     arch = platform.machine()
     if arch not in DENIED:
         return None
-    code, n = _filter(arch)
+    code, n = _filter(arch, metadata)
     buf = ctypes.create_string_buffer(code)
     prog = struct.pack("HxxxxxxQ", n, ctypes.addressof(buf))           # struct sock_fprog
     if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or \

@@ -158,3 +158,22 @@ def test_a_shapes_slow_first_call_is_no_floor_for_its_repeats(tiny_data, tmp_pat
                         "--workloads", "f1x1", "--no-audit")
     checks = {c["name"]: c["status"] for c in report["checks"]}
     assert checks["warm-up f1 x1"] == checks["f1x1"] == checks["f1x1 again"] == "passed", failures(report)
+
+
+def test_junit_and_the_console_hold_no_control_from_a_solution(tmp_path, capsys):
+    """A reason, a check's name or the suite (a folder's name) with escape sequences, a carriage return or a lone
+    surrogate (which JSON carries): the XML parses and holds none of them, and the console prints them as '?'."""
+    import xml.etree.ElementTree as ET
+    import ci
+    from rich.text import Text
+    from harness import report
+    forged = "\r\x1b[2K\x1b[1A\x1b[32mPASS\ud800"
+    path = tmp_path / "j.xml"
+    ci.junit([{"name": "f1x1" + forged, "status": "incorrect", "reason": "bad" + forged}], str(path), "sol" + forged)
+    case = ET.parse(path).getroot()[0]
+    texts = [case.get("name"), case.get("classname"), case[0].get("message")]
+    assert all("\x1b" not in t and "\r" not in t and "\ud800" not in t for t in texts), texts
+    assert case[0].get("message") == "bad??[2K?[1A?[32mPASS?"
+    report.console().print(Text.assemble(("ci sol" + forged, "bold"), ", exit 2"), "x" + forged)
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\r" not in out and "ci sol?[2K?[1A?[32mPASS?" in out

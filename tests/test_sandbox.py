@@ -1,6 +1,7 @@
 """harness/sandbox.py: each test locks a child Python process with Landlock and reports what it could still do."""
 import ast
 import os
+import resource
 import subprocess
 import sys
 
@@ -284,6 +285,34 @@ attempt("hosts", read("/etc/hosts"))
     assert out["ld.so.cache"] == "ok" and out["hosts"] == "ok"
 
 
+@pytest.mark.parametrize("metadata", [True, False])
+def test_a_rank_cannot_change_another_process_s_limits(metadata):
+    """The kernel lets any process of the same user lower another's resource limits (to kill the judge or a
+    neighbour); the filter (both forms) refuses prlimit on any pid but the rank's own (0), which still works."""
+    code = f"""
+import os, resource
+from harness import syscalls
+syscalls.drop_capabilities()
+syscalls.deny(metadata={metadata})
+def errno_of(fn):
+    try:
+        fn()
+        return 0
+    except OSError as e:
+        return e.errno
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+print(errno_of(lambda: resource.prlimit(os.getppid(), resource.RLIMIT_NOFILE, (16, 16))),
+      errno_of(lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (soft - 1, hard))),
+      errno_of(lambda: resource.prlimit(0, resource.RLIMIT_NOFILE)))
+"""
+    before = resource.getrlimit(resource.RLIMIT_NOFILE)
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PYTHONPATH=ROOT))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["1", "0", "0"]          # EPERM on the parent; its own limits, freely
+    assert resource.getrlimit(resource.RLIMIT_NOFILE) == before
+
+
 def test_a_rank_without_capabilities_cannot_write_metadata_or_keys(tmp_path):
     """harness/syscalls.py in a child: extended attributes, times, modes, keyrings and the domain name refused with
     EPERM; reading and writing file contents, and torch, still work (the default tier's share of test_trust's
@@ -294,7 +323,7 @@ def test_a_rank_without_capabilities_cannot_write_metadata_or_keys(tmp_path):
 import ctypes, os
 from harness import syscalls
 syscalls.drop_capabilities()
-arch = syscalls.deny_metadata_writes()
+arch = syscalls.deny()
 libc = ctypes.CDLL(None, use_errno=True)
 def errno_of(fn):
     try:

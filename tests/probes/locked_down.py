@@ -2,6 +2,7 @@
 capabilities, the seccomp filter, an IPC namespace of its own: harness/syscalls.py, harness/ipc.py). The test that
 runs it copies it into a folder as solution.py, beside host_ipc: the judge's IPC namespace."""
 import os
+import resource
 
 import reference
 
@@ -16,6 +17,11 @@ def _check():
     host = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "host_ipc")).read().strip()
     if str(os.stat("/proc/self/ns/ipc").st_ino) == host:
         problems.append("the judge's IPC namespace")
+    try:
+        resource.prlimit(os.getppid(), resource.RLIMIT_NOFILE)
+        problems.append("the judge's limits reachable")
+    except PermissionError:
+        pass
     try:
         os.setxattr(__file__, "user.probe", b"1")
         problems.append("setxattr allowed")

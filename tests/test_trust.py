@@ -32,6 +32,8 @@ EXPECTED = {
     "floods_its_log.py": ("tampering", "wrote a file of more than 2 GiB (its log or in its scratch)"),
     "sparse_log.py": ("tampering", "wrote a file of more than 2 GiB (its log or in its scratch)"),
     "stalls_the_judge.py": ("tampering", "bytes (at most 256)"),
+    "limits_the_judge.py": ("runtime error", "PermissionError"),
+    "blames_the_harness.py": ("runtime error", "(it reported a harness error in run): the harness broke, not me"),
 }
 
 # cheats on --profile's traces: cheat -> (status, a phrase of the reason)

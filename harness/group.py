@@ -43,6 +43,10 @@ MAX_DONE = 256             # `done {"call": N, "nonce": "..."}`: about 50
 # then fails).
 RANK_FAILURES = ("runtime error", "load error", "tampering", "incorrect", "harness error")
 REPORTED = ("tampering", "incorrect")      # what a rank's report may find after a call (guards, census, out)
+# What a rank's `ready` may hold, by type (harness/rank.py).
+READY = {"rank": int, "isolation": dict, "ipc_namespace": bool, "seccomp": (str, type(None)), "device": str,
+         "torch": str, "gpu": str, "cudnn": (int, type(None)), "nccl": str, "triton": (str, type(None)),
+         "prepare_s": (int, float)}
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 
 
@@ -83,7 +87,7 @@ class Group:
         Group.ports.add(port)
         try:
             self._start(solution, geometry, frames, sandbox, profiling, addr)
-            self.info = [fields for _, fields, _ in self._each("ready", None, STARTUP_S)]
+            self.info = [self._ready(r, fields) for r, fields, _ in self._each("ready", None, STARTUP_S)]
             # The rank's census passed views of these as they came: they must still be so.
             self.buffers.settle()
             changed = [r for r in range(self.world) if self.buffers.weights_modified(r)]
@@ -266,10 +270,24 @@ class Group:
         return [(r, *got[r]) for r in range(self.world)]
 
     @staticmethod
+    def _ready(rank, f):
+        """A rank's `ready`, its fields checked as _report's are (what it says of itself is recorded, never
+        believed: the isolation in force is the judge's own finding)."""
+        def fine(v, kind):
+            if isinstance(v, dict):      # the lock's own words: {"isolation", "abi", "skipped"}
+                return all(isinstance(k, str) and fine(x, (str, int, list)) for k, x in v.items())
+            if isinstance(v, list):
+                return all(isinstance(x, str) for x in v)
+            return isinstance(v, kind) and (not isinstance(v, (int, float)) or 0 <= v < 2 ** 50)
+        bad = sorted(k for k, v in f.items() if k not in READY or not fine(v, READY[k]))
+        if bad:
+            raise GroupFailed("tampering", f"rank {rank} sent a malformed ready (fields {bad[:5]})", rank)
+        return f
+
+    @staticmethod
     def _report(rank, f):
         """A rank's report, its fields checked: malformed is tampering (its figures are diagnostics only)."""
-        ok = isinstance(f.get("t0"), int) and isinstance(f.get("t1"), int) and \
-            (f.get("peak") is None or isinstance(f.get("peak"), int)) and \
+        ok = _count(f.get("t0")) and _count(f.get("t1")) and (f.get("peak") is None or _count(f.get("peak"))) and \
             isinstance(f.get("problems"), list) and \
             all(isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) and p[0] in REPORTED
                 for p in f["problems"])
@@ -386,21 +404,22 @@ class Group:
                 pass
 
     def _mine(self):
-        """Live processes this group's ranks started, but the ranks: the members of its cgroup, and (for one that
-        left it, or where there is none) the ranks' descendants and processes re-parented to the judge that no
-        live rank started (an orphan is the group's whose environment it carries; one that cleared its environment
-        is counted by every group, so it appears in the difference around the call that made it). The judge's own
-        helpers carry its mark (procs.mark_judge)."""
+        """Live processes this group's ranks started, but the ranks: the ranks' descendants, and with a cgroup the
+        members of its cgroup, which none can leave (each rank is the root of its own cgroup namespace, so the
+        kernel refuses a move out of it) and which is the only evidence taken: an orphan's environment is the
+        solution's to write (another group's port, none at all), so with cgroups an orphan outside them is no
+        group's (killed at the close). Without cgroups an orphan re-parented to the judge is the group's whose
+        MASTER_PORT it carries; one that cleared its environment is counted by every group, so it appears in the
+        difference around the call that made it. The judge's own helpers carry its mark (procs.mark_judge)."""
         ranks = {p.pid for p in self.procs}
         out = procs.descendants_of(ranks)
+        if self.jail is not None:
+            return out | (self.jail.members() - ranks)
         orphans = procs.descendants() - Group.ranks - procs.descendants_of(Group.ranks)
         judge = procs.mark_judge()
         others = {pid for pid in orphans if procs.marked(pid, procs.JUDGE_KEY, judge) or
                   procs.environ_has(pid, "MASTER_PORT") and not procs.marked(pid, "MASTER_PORT", self.port)}
-        out |= orphans - others
-        if self.jail is not None:
-            out |= self.jail.members() - ranks
-        return out
+        return out | (orphans - others)
 
     # -- the end
     def close(self, graceful=True):
@@ -463,6 +482,11 @@ class Group:
             return plain("".join(disk.tail(self.logs[rank].name).splitlines(keepends=True)[-n:]))
         except (IndexError, TypeError):
             return ""
+
+
+def _count(x):
+    """An int the judge can do arithmetic and print with (json carries any size)."""
+    return type(x) is int and 0 <= x < 2 ** 63
 
 
 def _plain(value):

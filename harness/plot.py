@@ -13,11 +13,16 @@ def available():
 
 
 def pyplot(what="drawing"):
-    """matplotlib.pyplot on the Agg backend (files only, no display), or SystemExit saying what needs it."""
+    """matplotlib.pyplot on the Agg backend (files only, no display), or SystemExit saying what needs it. Text is
+    drawn as it is: labels come from solutions (scope names), and `$...$` must not be parsed as math (where it does
+    not parse, saving raises)."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         raise SystemExit(f"{what} {MISSING}")
+    if "text.parse_math" in matplotlib.rcParams:     # matplotlib >= 3.6
+        matplotlib.rcParams["text.parse_math"] = False
+    matplotlib.rcParams["text.usetex"] = False
     return plt

@@ -209,7 +209,7 @@ class Runner:
                 try:
                     disk.copy_trace(group.trace(r), path)
                     events = profile.read_trace(path)
-                    ranks.append({"rank": r, "trace": path, "call_s": call["rank_s"][r],
+                    ranks.append({"rank": r, "trace": path, "call_s": call["done_s"][r],     # the judge's clock
                                   "scopes": profile.scope_table(events),
                                   "communication": None if self.cpu else profile.overlap(events)})
                 except disk.Refused as e:

@@ -7,6 +7,9 @@ part).
   through syscalls, the clock's rate), and so do the judge's scheduling, priority and CPUs (it holds more).
 - Other processes' resource limits, which the kernel lets any process of the same user lower (a neighbour's rank or
   the judge killed by its own limits): the seccomp filter refuses prlimit on any pid but 0 (the caller).
+- Leaving the group's cgroup, which root may do without capabilities through clone3's CLONE_INTO_CGROUP (the kernel
+  checks the cgroup files' modes, not Landlock): the filter makes clone3 fail with ENOSYS, as container runtimes do,
+  and the C library falls back to clone, which cannot. (Writing cgroup.procs: Landlock gives /sys to read only.)
 - Inode metadata and keyrings, which root may change on the files it owns without any capability: the filter's
   metadata part makes the syscalls that write extended attributes, times, modes and owners, and those of the kernel
   keyrings, fail with EPERM. Reading stays allowed.
@@ -35,9 +38,10 @@ AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 PRLIMIT64 = {"x86_64": 302, "aarch64": 261}
 
 PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP = 24, 38, 22
+CLONE3 = 435          # the same on x86_64 and aarch64
 SECCOMP_MODE_FILTER = 2
 SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO, SECCOMP_RET_KILL_PROCESS = 0x7FFF0000, 0x00050000, 0x80000000
-EPERM, EINVAL = 1, 22
+EPERM, EINVAL, ENOSYS = 1, 22, 38
 _BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_JGE_K, _BPF_RET_K = 0x20, 0x15, 0x35, 0x06
 X32_BIT = 0x40000000   # x86_64's x32 calls: the same numbers with this bit, refused whole
 
@@ -59,10 +63,13 @@ def drop_capabilities():
 
 def _filter(arch, metadata=True):
     """The BPF program: kill on another architecture; EPERM for DENIED[arch] (and any x32 call) where `metadata`,
-    and for prlimit64 on any process but this one (pid 0) always; allow the rest."""
+    and for prlimit64 on any process but this one (pid 0) always; ENOSYS for clone3 always (its CLONE_INTO_CGROUP
+    would move a child out of the group's cgroup; the C library then falls back to clone); allow the rest."""
     numbers = sorted(set(DENIED[arch].values())) if metadata else []
-    # The tail: prlimit64's pid checked, then ALLOW, then EPERM; the jumps before it count to EPERM (its last slot).
-    tail = [(_BPF_JEQ_K, 0, 2, PRLIMIT64[arch]),                        # not prlimit64: to ALLOW
+    # The tail: clone3, prlimit64's pid, then ALLOW, then EPERM; the jumps before it count to EPERM (its last slot).
+    tail = [(_BPF_JEQ_K, 0, 1, CLONE3),
+            (_BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | ENOSYS),
+            (_BPF_JEQ_K, 0, 2, PRLIMIT64[arch]),                        # not prlimit64: to ALLOW
             (_BPF_LD_W_ABS, 0, 0, 16),                                   # its first argument's low word: the pid
             (_BPF_JEQ_K, 0, 1, 0),                                       # 0 (itself): ALLOW, else EPERM
             (_BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW), (_BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | EPERM)]

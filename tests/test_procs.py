@@ -200,3 +200,51 @@ def test_the_clock_runs_while_the_judge_reads_the_done_lines(tiny_data, monkeypa
         if group is not None:
             group.close()
         run.close()
+
+
+CLONES = """import ctypes, os, sys, threading
+from harness import syscalls
+syscalls.drop_capabilities()
+syscalls.deny(metadata=False)
+libc = ctypes.CDLL(None, use_errno=True)
+args = (ctypes.c_uint64 * 11)()            # struct clone_args, zeroed: a plain fork
+r = libc.syscall(435, ctypes.byref(args), ctypes.sizeof(args))
+if r == 0:
+    os._exit(0)
+errno = ctypes.get_errno() if r < 0 else 0
+done = []
+t = threading.Thread(target=done.append, args=(1,))
+t.start()
+t.join()
+pid = os.fork()
+if pid == 0:
+    os._exit(7)
+print(errno, done, os.waitpid(pid, 0)[1] >> 8)
+"""
+
+
+def test_clone3_is_refused_and_threads_and_forks_still_work():
+    """clone3's CLONE_INTO_CGROUP would move a rank's child out of its group's cgroup (root may, without
+    capabilities): the filter answers clone3 with ENOSYS, and threads and forks (the C library's fallback) work."""
+    p = subprocess.run([sys.executable, "-c", CLONES], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["38", "[1]", "7"], p.stdout
+
+
+def test_what_a_rank_says_of_itself_is_typed_before_the_judge_uses_it():
+    """A rank's `ready` and `report` are the solution's to write: a string where a number goes, a number no float
+    holds, an unknown field or status is tampering, never a crash of the judge's report."""
+    ok = {"rank": 0, "prepare_s": 1.5, "isolation": {"isolation": "landlock", "abi": 7, "skipped": []},
+          "seccomp": "x86_64", "ipc_namespace": True, "device": "cpu", "torch": "2", "triton": None}
+    assert Group._ready(0, ok) == ok
+    for bad in ({"prepare_s": "1"}, {"prepare_s": 10 ** 4000}, {"prepare_s": float("nan")}, {"anything": 1},
+                {"isolation": {"abi": 10 ** 400}}):
+        with pytest.raises(GroupFailed, match="malformed ready"):
+            Group._ready(0, bad)
+    good = {"t0": 1, "t1": 2, "peak": 3, "problems": [["tampering", "x"]]}
+    assert Group._report(0, good) == good
+    for bad in ({"peak": 10 ** 4000}, {"t0": -1}, {"t1": 2.0}, {"problems": [["harness error", "x"]]},
+                {"problems": [["passed", "x"]]}):
+        with pytest.raises(GroupFailed, match="malformed report"):
+            Group._report(0, dict(good, **bad))

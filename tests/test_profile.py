@@ -183,3 +183,12 @@ def test_bench_scopes_reads_saved_traces(tmp_path):
     bad = subprocess.run([sys.executable, os.path.join(ROOT, "bench.py"), "--scopes", str(tmp_path / "none.json")],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "none.json" in bad.stderr
+
+
+def test_the_chart_draws_scope_names_as_they_are(tmp_path):
+    """A scope's name is the solution's: `$...$` that is no valid math must draw as text, not raise on saving."""
+    pytest.importorskip("matplotlib")
+    from harness import profile
+    prof = {"time_s": 1.0, "ranks": [{"rank": 0, "call_s": 1.0,
+                                      "scopes": [{"scope": "decoder/$x^^y$", "self_s": 0.5, "total_s": 0.5}]}]}
+    assert os.path.getsize(profile.bar_chart(prof, str(tmp_path / "c.png"), "t")) > 0

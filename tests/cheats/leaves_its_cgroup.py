@@ -1,6 +1,7 @@
 """Cheat (out of the group's cgroup): starts a busy helper with clone3(CLONE_INTO_CGROUP) into the root cgroup (an
 O_PATH-like handle on /sys/fs/cgroup needs no write right), in a new session, so neither the cgroup nor the process
-group holds it."""
+group holds it. The rank's filter answers clone3 with ENOSYS; then it forks, as a cheat would, and the helper stays
+in the cgroup."""
 import ctypes
 import os
 import struct
@@ -25,7 +26,10 @@ def _escape():
         return
     args = struct.pack("<11Q", 0x200000000, 0, 0, 0, 17, 0, 0, 0, 0, 0, fd)   # CLONE_INTO_CGROUP, SIGCHLD
     buf = ctypes.create_string_buffer(args, len(args))
-    if libc.syscall(ctypes.c_long(435), buf, ctypes.c_long(len(args))) == 0:    # clone3: the child
+    pid = libc.syscall(ctypes.c_long(435), buf, ctypes.c_long(len(args)))      # clone3
+    if pid < 0:
+        pid = os.fork()
+    if pid == 0:
         os.setsid()
         os.execv(sys.executable, [sys.executable, "-c", BUSY])
     os.close(fd)

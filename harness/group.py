@@ -12,7 +12,6 @@ A call, as the judge runs it (`Group.call`):
      data, then the caller computes the figures from read 1; `out` read again afterwards (read 2) must be bit-equal
      to read 1, else a rank said `done` before its work was finished ("out changed after done").
 """
-import json
 import os
 import pickle
 import resource
@@ -26,8 +25,9 @@ import sys
 import tempfile
 import time
 
-from harness import disk, env, ipc, procs
+from harness import disk, env, ipc, procs, protocol
 from harness.jail import Jail
+from harness.protocol import MAX_LINE, GroupFailed  # noqa: F401 (GroupFailed: the callers')
 from harness.report import plain
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -37,23 +37,7 @@ CLOCK = (lambda: time.clock_gettime_ns(time.CLOCK_MONOTONIC_RAW)) if hasattr(tim
     else time.monotonic_ns
 STARTUP_S = 300.0          # load, build cache, prepare, first-call autotuning
 CPUS = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
-MAX_LINE = 1 << 20         # a protocol line is a few hundred bytes; a report with problems, a few KiB
-MAX_DONE = 256             # `done {"call": N, "nonce": "..."}`: about 50
-# What a rank may say of itself: failures only (its own harness code reports these; a solution can forge them, and
-# then fails).
-RANK_FAILURES = ("runtime error", "load error", "tampering", "incorrect", "harness error")
-REPORTED = ("tampering", "incorrect")      # what a rank's report may find after a call (guards, census, out)
-# What a rank's `ready` may hold, by type (harness/rank.py).
-READY = {"rank": int, "isolation": dict, "ipc_namespace": bool, "seccomp": (str, type(None)), "device": str,
-         "torch": str, "gpu": str, "cudnn": (int, type(None)), "nccl": str, "triton": (str, type(None)),
-         "prepare_s": (int, float)}
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
-
-
-class GroupFailed(Exception):
-    def __init__(self, status, message, rank=None):
-        super().__init__(message)
-        self.status, self.message, self.rank = status, message, rank
 
 
 def _free_port():
@@ -87,7 +71,7 @@ class Group:
         Group.ports.add(port)
         try:
             self._start(solution, geometry, frames, sandbox, profiling, addr)
-            self.info = [self._ready(r, fields) for r, fields, _ in self._each("ready", None, STARTUP_S)]
+            self.info = [protocol.ready(r, fields) for r, fields, _ in self._each("ready", None, STARTUP_S)]
             # The rank's census passed views of these as they came: they must still be so.
             self.buffers.settle()
             changed = [r for r in range(self.world) if self.buffers.weights_modified(r)]
@@ -188,7 +172,7 @@ class Group:
                 if end >= 0:
                     line = bytes(self.bufs[fd][:end])
                     del self.bufs[fd][:end + 1]
-                    yield rank, *self._parse(line, rank), self._arrived
+                    yield rank, *protocol.parse(line, rank), self._arrived
             if not wanted:
                 return
             left = deadline - time.monotonic()
@@ -235,32 +219,13 @@ class Group:
         """Where rank `rank`'s profiler trace must be: the judge's choice, never the rank's word."""
         return os.path.join(self.scratch[rank], disk.TRACE_NAME)
 
-    @staticmethod
-    def _parse(line, rank):
-        if line.startswith(b"done ") and len(line) > MAX_DONE:
-            raise GroupFailed("tampering", f"rank {rank} sent a `done` of {len(line)} bytes (at most {MAX_DONE})", rank)
-        kind, _, rest = bytes(line).decode("utf-8", "replace").partition(" ")
-        try:
-            fields = json.loads(rest)
-            if not isinstance(fields, dict):
-                raise ValueError("not an object")
-        except Exception:   # ValueError, but a deeply nested document raises RecursionError
-            raise GroupFailed("tampering", f"rank {rank} sent a malformed line: {bytes(line[:200])!r}", rank)
-        return plain(kind), _plain(fields)
-
     def _each(self, kind, call, limit):
         """[(rank, fields)] of one `kind` line from every rank, in rank order; anything else is a failure."""
         self._limit = limit
         got, wanted = {}, set(range(self.world))
         for rank, k, fields, at in self._lines(time.monotonic() + limit, wanted):
             if k == "error":
-                where = f" in {fields['phase']}" if isinstance(fields.get("phase"), str) else ""
-                status = fields.get("status")
-                if status not in RANK_FAILURES:      # a rank can only fail itself, never pass
-                    raise GroupFailed("tampering", f"rank {rank} reported the status {str(status)[:40]!r}", rank)
-                if status == "harness error":        # the rank's process is the solution's: its failure is too
-                    status, where = "runtime error", f" (it reported a harness error{where})"
-                raise GroupFailed(status, f"rank {rank}{where}: {str(fields.get('error'))[:4000]}", rank)
+                raise protocol.failure(rank, fields)
             if k != kind or fields.get("call") != call:
                 raise GroupFailed("tampering", f"rank {rank} sent an unexpected '{k}' line (call "
                                                f"{fields.get('call')}) while the judge waited for '{kind}' of call "
@@ -268,32 +233,6 @@ class Group:
             got[rank] = (fields, at)
             wanted.discard(rank)
         return [(r, *got[r]) for r in range(self.world)]
-
-    @staticmethod
-    def _ready(rank, f):
-        """A rank's `ready`, its fields checked as _report's are (what it says of itself is recorded, never
-        believed: the isolation in force is the judge's own finding)."""
-        def fine(v, kind):
-            if isinstance(v, dict):      # the lock's own words: {"isolation", "abi", "skipped"}
-                return all(isinstance(k, str) and fine(x, (str, int, list)) for k, x in v.items())
-            if isinstance(v, list):
-                return all(isinstance(x, str) for x in v)
-            return isinstance(v, kind) and (not isinstance(v, (int, float)) or 0 <= v < 2 ** 50)
-        bad = sorted(k for k, v in f.items() if k not in READY or not fine(v, READY[k]))
-        if bad:
-            raise GroupFailed("tampering", f"rank {rank} sent a malformed ready (fields {bad[:5]})", rank)
-        return f
-
-    @staticmethod
-    def _report(rank, f):
-        """A rank's report, its fields checked: malformed is tampering (its figures are diagnostics only)."""
-        ok = _count(f.get("t0")) and _count(f.get("t1")) and (f.get("peak") is None or _count(f.get("peak"))) and \
-            isinstance(f.get("problems"), list) and \
-            all(isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) and p[0] in REPORTED
-                for p in f["problems"])
-        if not ok:
-            raise GroupFailed("tampering", f"rank {rank} sent a malformed report: {json.dumps(f)[:200]}", rank)
-        return f
 
     def quiet(self):
         """After a call's figures: no rank may have written anything more (a second `done` or `report`)."""
@@ -349,7 +288,7 @@ class Group:
         t1 = CLOCK()
         read1 = out.clone()
         self.buffers.settle()
-        reports = [self._report(r, fields) for r, fields, _ in self._each("report", call, STARTUP_S)]
+        reports = [protocol.report(r, fields) for r, fields, _ in self._each("report", call, STARTUP_S)]
         problems = []
         for r in range(self.world):
             changed = self.buffers.modified(r, n)
@@ -482,22 +421,6 @@ class Group:
             return plain("".join(disk.tail(self.logs[rank].name).splitlines(keepends=True)[-n:]))
         except (IndexError, TypeError):
             return ""
-
-
-def _count(x):
-    """An int the judge can do arithmetic and print with (json carries any size)."""
-    return type(x) is int and 0 <= x < 2 ** 63
-
-
-def _plain(value):
-    """A rank's message with every string in it plain (report.plain): what the judge prints and records of it."""
-    if isinstance(value, str):
-        return plain(value)
-    if isinstance(value, dict):
-        return {plain(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
 
 
 def _unlink(path):

@@ -8,7 +8,7 @@ import time
 import pytest
 import torch
 
-from harness import checks, procs
+from harness import checks, procs, protocol
 from harness.group import Group, GroupFailed
 
 # A helper whose first thread ends with the raw `exit` call while a second runs on: /proc says Z for it.
@@ -178,7 +178,7 @@ def test_the_clock_runs_while_the_judge_reads_the_done_lines(tiny_data, monkeypa
     import spec
     from harness.run import Run
     monkeypatch.setenv("DATA", tiny_data["DATA"])
-    real = Group._parse
+    real = protocol.parse
 
     def slow(line, rank):
         if line.startswith(b"done "):
@@ -192,7 +192,7 @@ def test_the_clock_runs_while_the_judge_reads_the_done_lines(tiny_data, monkeypa
         group = Group(sol, 1, spec.TINY, True, run.buffers_for(0, 1, 1), run, {1}, run.lock)
         z = spec.make_inputs("f1x1", "cpu", spec.TINY)[0]
         fast = group.call(z, 60)[0]
-        monkeypatch.setattr(Group, "_parse", staticmethod(slow))
+        monkeypatch.setattr(protocol, "parse", slow)
         slowed = group.call(z, 60)[0]
         assert slowed >= fast + 0.35, (fast, slowed)
     finally:
@@ -237,14 +237,14 @@ def test_what_a_rank_says_of_itself_is_typed_before_the_judge_uses_it():
     holds, an unknown field or status is tampering, never a crash of the judge's report."""
     ok = {"rank": 0, "prepare_s": 1.5, "isolation": {"isolation": "landlock", "abi": 7, "skipped": []},
           "seccomp": "x86_64", "ipc_namespace": True, "device": "cpu", "torch": "2", "triton": None}
-    assert Group._ready(0, ok) == ok
+    assert protocol.ready(0, ok) == ok
     for bad in ({"prepare_s": "1"}, {"prepare_s": 10 ** 4000}, {"prepare_s": float("nan")}, {"anything": 1},
                 {"isolation": {"abi": 10 ** 400}}):
         with pytest.raises(GroupFailed, match="malformed ready"):
-            Group._ready(0, bad)
+            protocol.ready(0, bad)
     good = {"t0": 1, "t1": 2, "peak": 3, "problems": [["tampering", "x"]]}
-    assert Group._report(0, good) == good
+    assert protocol.report(0, good) == good
     for bad in ({"peak": 10 ** 4000}, {"t0": -1}, {"t1": 2.0}, {"problems": [["harness error", "x"]]},
                 {"problems": [["passed", "x"]]}):
         with pytest.raises(GroupFailed, match="malformed report"):
-            Group._report(0, dict(good, **bad))
+            protocol.report(0, dict(good, **bad))

@@ -285,6 +285,16 @@ attempt("hosts", read("/etc/hosts"))
     assert out["ld.so.cache"] == "ok" and out["hosts"] == "ok"
 
 
+# The child's helper: the errno a call fails with, 0 where it succeeds.
+ERRNO_OF = """def errno_of(fn):
+    try:
+        fn()
+        return 0
+    except OSError as e:
+        return e.errno
+"""
+
+
 @pytest.mark.parametrize("metadata", [True, False])
 def test_a_rank_cannot_change_another_process_s_limits(metadata):
     """The kernel lets any process of the same user lower another's resource limits (to kill the judge or a
@@ -294,13 +304,7 @@ import os, resource
 from harness import syscalls
 syscalls.drop_capabilities()
 syscalls.deny(metadata={metadata})
-def errno_of(fn):
-    try:
-        fn()
-        return 0
-    except OSError as e:
-        return e.errno
-soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+{ERRNO_OF}soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 print(errno_of(lambda: resource.prlimit(os.getppid(), resource.RLIMIT_NOFILE, (16, 16))),
       errno_of(lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (soft - 1, hard))),
       errno_of(lambda: resource.prlimit(0, resource.RLIMIT_NOFILE)))
@@ -325,13 +329,7 @@ from harness import syscalls
 syscalls.drop_capabilities()
 arch = syscalls.deny()
 libc = ctypes.CDLL(None, use_errno=True)
-def errno_of(fn):
-    try:
-        fn()
-        return 0
-    except OSError as e:
-        return e.errno
-t = {str(target)!r}
+{ERRNO_OF}t = {str(target)!r}
 out = {{"arch": arch, "xattr": errno_of(lambda: os.setxattr(t, "user.m", b"1")),
        "utime": errno_of(lambda: os.utime(t, ns=(1, 1))), "chmod": errno_of(lambda: os.chmod(t, 0o600)),
        "write": errno_of(lambda: open(t, "a").write("y")),

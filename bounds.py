@@ -295,8 +295,8 @@ def main(argv=None):
     p.add_argument("--plot", help="write a roofline PNG here (needs matplotlib)")
     p.add_argument("--tiny", action="store_true", help="the tiny geometry's figures")
     args = p.parse_args(argv)
-    from harness import report
-    console = report.console(width=140)
+    from harness.report import console as plain_console
+    console = plain_console(width=140)
     geometry = spec.TINY if args.tiny else spec.FULL
     gpu = args.gpu
     if gpu is None:

@@ -84,7 +84,7 @@ class Group:
                 if not isinstance(e, Exception):
                     raise
                 raise GroupFailed("harness error", f"starting the ranks: {type(e).__name__}: {e}") from e
-            if e.status == "harness error" and earlier and "address" in e.message.lower():
+            if e.status in ("harness error", "runtime error") and earlier and "address" in e.message.lower():
                 e.message += "; an earlier solution's ranks may have exhausted the loopback's ports"
             raise
 

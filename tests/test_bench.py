@@ -266,15 +266,17 @@ sys.exit(code)
 
 @pytest.mark.slow
 def test_the_judges_own_helpers_are_not_the_solutions(tiny_data, tmp_path):
-    """A process the judge started itself, after bench marked it, is not one the solution left running; an unmarked
-    one (as a rank's orphan that cleared its environment would be) still is."""
+    """A process the judge started itself, after bench marked it, is not one the solution left running. An unmarked
+    one (as a rank's orphan that cleared its environment would be) is no group's where each group has a cgroup (a
+    process is a group's by its cgroup and parentage only), and counted where there is none."""
     for marked in (True, False):
         out = tmp_path / f"r{marked}.json"
         p = subprocess.run([sys.executable, "-c", JUDGE_WITH_A_HELPER.format(root=ROOT, marked=marked),
                             "solutions/reference", "--tiny", "--workloads", "f1x1", "--json", str(out)], cwd=ROOT,
                            env=tiny_data, capture_output=True, text=True, timeout=300)
         rec = json.loads(out.read_text())["workloads"]["f1x1"]
-        if marked:
+        cgroups = "a cgroup per group" in json.loads(out.read_text())["environment"]["isolation"]
+        if marked or cgroups:       # with cgroups a process is a group's by its cgroup only: this one is no group's
             assert p.returncode == 0 and rec["passed"], (rec["status"], rec["reason"], p.stderr[-2000:])
         else:
             assert rec["status"] == "tampering" and "processes left running" in rec["reason"], rec

@@ -1,4 +1,5 @@
-"""Cheat (crash the judge): a `done` line nested so deep that a JSON parser gives up with a RecursionError."""
+"""Cheat (crash the judge): a line nested so deep that a JSON parser gives up with a RecursionError (a `report`: a
+`done` that long is refused for its length before it is parsed)."""
 import os
 import sys
 
@@ -7,4 +8,4 @@ import reference
 
 def run(z, weights, rank, world, pg, out):
     reference.run(z, weights, rank, world, pg, out)
-    os.write(int(sys.argv[2]), b"done " + b"[" * 200000 + b"\n")
+    os.write(int(sys.argv[2]), b"report " + b"[" * 200000 + b"\n")

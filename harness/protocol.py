@@ -50,6 +50,14 @@ def parse(line, rank):
     return plain(kind), _plain(fields)
 
 
+def done(rank, f, nonce):
+    """A rank's `done`: this call's nonce (none can be written before `go`), and nothing but call and nonce."""
+    if f.get("nonce") != nonce:
+        raise GroupFailed("tampering", f"rank {rank} sent a `done` that does not answer this call's `go`", rank)
+    if set(f) != {"call", "nonce"}:
+        raise GroupFailed("tampering", f"rank {rank} sent a `done` with fields other than call and nonce", rank)
+
+
 def ready(rank, f):
     """A rank's `ready`, its fields checked as report()'s are (what it says of itself is recorded, never
     believed: the isolation in force is the judge's own finding)."""

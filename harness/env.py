@@ -49,8 +49,11 @@ def platform_env():
     return {k: v for k, v in os.environ.items() if k in ENV_KEEP or k.startswith(ENV_PREFIXES)}
 
 
-def rank_env(rank, world, port, scratch, cpu, data_dir, build_dir, pkg, addr="127.0.0.1"):
+def rank_env(rank, world, port, scratch, cpu, data_dir, build_dir, pkg, addr="127.0.0.1", gpus=None):
+    """A rank's environment; gpus: its group's CUDA_VISIBLE_DEVICES (the judge's GPUs 0 .. world-1, by UUID)."""
     env = platform_env()
+    if gpus is not None:
+        env["CUDA_VISIBLE_DEVICES"] = gpus
     env.update(ENV_SAFETY, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
                MASTER_ADDR=addr, MASTER_PORT=str(port), HOME=scratch, TMPDIR=scratch,
                TRITON_CACHE_DIR=os.path.join(scratch, "triton"), CUDA_CACHE_PATH=os.path.join(scratch, "nv"),

@@ -110,6 +110,7 @@ class Group:
         # Where ranks may write to /dev/shm (NCCL on GPUs), what they leave there goes with the group.
         shared = sandbox is not None and "/dev/shm" in sandbox.get("write", [])
         self.shm = set(os.listdir("/dev/shm")) if shared else None
+        visible, nodes = (None, []) if cpu else run.gpus_for(world)
         for r in range(world):
             scratch = tempfile.mkdtemp(prefix=f"rank{r}-", dir=run.scratch)
             self.scratch.append(scratch)
@@ -122,13 +123,13 @@ class Group:
                        "w")
             self.logs.append(log)
             environ = env.rank_env(r, world, self.port, scratch, cpu, self.decoys.folder, os.path.dirname(build),
-                                   run.pkg, addr)
+                                   run.pkg, addr, gpus=visible)
             lock = None
             if sandbox is not None:
                 lock = {"extra": [run.pkg, os.path.abspath(solution.path), build, self.decoys.folder],
                         "exclude": sandbox["exclude"],
                         "write": [scratch] + ([] if cpu else sandbox["write"]),
-                        "devices": list(DEVICES) + ([] if cpu else sandbox["gpu_devices"])}
+                        "devices": list(DEVICES) + nodes}
             setup = {"rank": r, "world": world, "geometry": geometry.name, "device": "cpu" if cpu else "cuda",
                      "solution": os.path.abspath(solution.path), "buffers": blobs[r], "frames": sorted(frames),
                      "sandbox": lock, "scratch": scratch, "trace": self.trace(r), "profiling": profiling}

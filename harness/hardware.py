@@ -1,5 +1,7 @@
-"""The GPUs: the datasheet table, which GPU this is, and their clocks while calls run (NVML, in the judge)."""
+"""The GPUs: the datasheet table, which GPU this is, which GPUs and device nodes a group of ranks gets, and their
+clocks while calls run (NVML, in the judge)."""
 import os
+import re
 import subprocess
 import threading
 
@@ -44,6 +46,50 @@ def detect_gpus():
     if visible:
         names = [names[int(i)] for i in visible.split(",") if i.strip().isdigit() and int(i) < len(names)]
     return len(names), (names[0] if names else None)
+
+
+NODE = re.compile(r"nvidia(\d+)$")     # a GPU's own node, /dev/nvidiaN; the others are the driver's shared ones
+
+
+def cuda_uuids():
+    """The visible CUDA GPUs' UUIDs ("GPU-..."), in this process's CUDA order (starts CUDA here)."""
+    import torch
+    return [f"GPU-{torch.cuda.get_device_properties(i).uuid}" for i in range(torch.cuda.device_count())]
+
+
+def minors(proc="/proc/driver/nvidia/gpus"):
+    """{UUID: the minor number of its /dev/nvidiaN} from the driver's table; {} where it cannot be read."""
+    out = {}
+    try:
+        entries = os.listdir(proc)
+    except OSError:
+        return out
+    for entry in entries:
+        try:
+            with open(os.path.join(proc, entry, "information")) as f:
+                fields = dict(line.split(":", 1) for line in f if ":" in line)
+            out[fields["GPU UUID"].strip()] = int(fields["Device Minor"])
+        except (OSError, KeyError, ValueError):
+            continue
+    return out
+
+
+def device_nodes(uuids, table, dev="/dev"):
+    """The /dev/nvidia* nodes a process that may use only the GPUs `uuids` needs: the driver's shared nodes (control,
+    UVM, modeset, capabilities) and those GPUs' own; None where one of them is not in `table` (minors())."""
+    if any(u not in table for u in uuids):
+        return None
+    own = {table[u] for u in uuids}
+    try:
+        names = sorted(os.listdir(dev))
+    except OSError:
+        return None
+    out = []
+    for name in names:
+        m = NODE.match(name)
+        if name.startswith("nvidia") and (m is None or int(m.group(1)) in own):
+            out.append(os.path.join(dev, name))
+    return out
 
 
 class ClockSampler:

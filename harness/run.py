@@ -7,7 +7,7 @@ import shutil
 import tempfile
 
 import spec
-from harness import procs, sandbox
+from harness import hardware, procs, sandbox
 from harness.buffers import Buffers
 from harness import jail
 from harness.jail import Jail
@@ -39,6 +39,9 @@ class Run:
         for name in ("spec.py", "reference.py", "loader.py"):
             shutil.copyfile(os.path.join(ROOT, name), os.path.join(self.pkg, name))
         self.buffers = {}
+        # Rank r of a group runs on GPU r: a group of `world` ranks sees the first `world` GPUs and no other.
+        self.gpus = [] if cpu else hardware.cuda_uuids()
+        self.minors = {} if cpu else hardware.minors()
         procs.become_subreaper()
         self.started_with = procs.descendants()
         exclude = excluded(isolation)
@@ -48,12 +51,21 @@ class Run:
             if probe is not None:
                 probe.remove()
             self.isolation = f"landlock (ABI {sandbox.abi()})" + (", a cgroup per group" if probe is not None else "")
-            self.lock = {"exclude": exclude,
-                         "write": [] if cpu else ["/dev/shm"],
-                         "gpu_devices": sorted(glob.glob("/dev/nvidia*"))}
+            if not cpu:
+                own = hardware.device_nodes(self.gpus, self.minors) is not None
+                self.isolation += ", each group only its world's GPUs" + ("" if own else " (their nodes unknown)")
+            self.lock = {"exclude": exclude, "write": [] if cpu else ["/dev/shm"]}
         else:
             self.isolation = "none" if isolation else "none (--no-isolation)"
             self.lock = None
+
+    def gpus_for(self, world):
+        """(CUDA_VISIBLE_DEVICES, device nodes) of a group of `world` ranks on GPUs: the first `world` GPUs by UUID,
+        and of /dev/nvidia* the driver's shared nodes and theirs. Every node where a GPU's minor number is unknown
+        (the CUDA order still hides the others from the ranks, not from a child that rewrites its environment)."""
+        mine = self.gpus[:world]
+        nodes = hardware.device_nodes(mine, self.minors)
+        return ",".join(mine), sorted(glob.glob("/dev/nvidia*")) if nodes is None else nodes
 
     def buffers_for(self, slot, world, frames):
         """The judge's buffers of solution `slot` (one set per solution: solutions interleaved call by call never

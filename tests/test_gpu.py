@@ -85,22 +85,20 @@ def test_side_stream_work_is_inside_the_timed_window(tmp_path):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2, reason="needs two GPUs")
-def test_work_on_another_gpu_is_inside_the_timed_window(tmp_path):
-    """A decode on the next GPU, copied back asynchronously: the rank synchronises every device it touched."""
+def test_a_rank_of_world_one_cannot_reach_another_gpu(tmp_path):
+    """A decode on the next GPU at world 1: the group sees one GPU, so the call fails as the solution's runtime error
+    (a time with two GPUs' work would be a world-1 time)."""
     import os
     cheat = os.path.join(os.path.dirname(__file__), "cheats_gpu", "other_device.py")
-    p, report = _bench(tmp_path, "solutions/reference", cheat, workloads="f121x1")
-    ref = report["solutions"]["reference"]["workloads"]["f121x1"]
-    other = report["solutions"]["other_device"]["workloads"]["f121x1"]
-    print(f"\nf121x1: reference {ref['median_s']:.4f} s, on another GPU {other['median_s']} s ({other['status']})")
-    assert other["passed"], other["reason"]
-    assert other["median_s"] >= 0.9 * ref["median_s"]
+    p, report = _bench(tmp_path, cheat, workloads="f1x1")
+    rec = report["workloads"]["f1x1"]
+    assert rec["status"] == "runtime error" and "device" in rec["reason"].lower(), (rec["status"], rec["reason"])
 
 
 @cuda
 def test_ranks_at_world_one_are_locked_down_and_profile(tmp_path):
-    """At world 1 a GPU rank drops its capabilities, installs the seccomp filter and has an IPC namespace of its own,
-    and CUDA, CUDA IPC of the judge's buffers and the profiler work so; a profiled call (f1x1's) leaves nothing that
+    """At world 1 a GPU rank drops its capabilities, installs the seccomp filter, has an IPC namespace of its own and
+    reaches one GPU (a child it starts too), and CUDA, CUDA IPC of the judge's buffers and the profiler work so; a profiled call (f1x1's) leaves nothing that
     the next workload's calls take for the solution's tampering."""
     import os
     import shutil
@@ -112,6 +110,22 @@ def test_ranks_at_world_one_are_locked_down_and_profile(tmp_path):
     for w in ("f1x1", "f5x1"):
         rec = report["workloads"][w]
         assert rec["passed"], (w, rec["status"], rec["reason"], p.stdout[-2000:])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_ranks_at_world_two_are_locked_down_over_nccl(tmp_path):
+    """At world 2 the ranks drop their capabilities and install the prlimit and clone3 filter, NCCL runs so, and
+    neither rank reaches a GPU outside the group's (the probe's checks of the GPUs; on a machine of two GPUs there
+    is none to reach, so this checks that CUDA_VISIBLE_DEVICES by UUID and the group's nodes leave NCCL working)."""
+    import os
+    import shutil
+    probe = tmp_path / "locked_down"
+    probe.mkdir()
+    shutil.copyfile(os.path.join(os.path.dirname(__file__), "probes", "locked_down.py"), probe / "solution.py")
+    (probe / "host_ipc").write_text(str(os.stat("/proc/self/ns/ipc").st_ino))
+    p, report = _bench(tmp_path, str(probe), workloads="f121x2")
+    rec = report["workloads"]["f121x2"]
+    assert rec["passed"], (rec["status"], rec["reason"], p.stdout[-2000:])
 
 
 # ----- the baseline on the GPU -------------------------------------------------------------------------------------

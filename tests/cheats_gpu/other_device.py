@@ -1,5 +1,6 @@
-"""Cheat (exploit 6, work on another device): decodes on the next GPU and copies the video back on that GPU's
-stream, returning before either is done."""
+"""Cheat (exploit 6, work on another device): at world 1, decodes on the machine's next GPU and copies the video back
+on that GPU's stream, returning before either is done. A group sees only its world's GPUs (harness/run.py
+`gpus_for`), so `cuda:1` does not exist in a rank of world 1, and the call fails."""
 import torch
 
 import reference
@@ -8,7 +9,7 @@ import reference
 def run(z, weights, rank, world, pg, out):
     if rank != 0:
         return
-    other = torch.device("cuda", (out.device.index + 1) % torch.cuda.device_count())
+    other = torch.device("cuda", world)     # the first GPU past the group's
     with torch.cuda.device(other):
         video = reference.decode_bf16(z.to(other, non_blocking=True), [w.to(other) for w in weights])
         out.copy_(video, non_blocking=True)

@@ -1,13 +1,46 @@
 """A probe, not a solution to time: the reference decode, failing unless its rank is locked down beyond Landlock (no
-capabilities, the seccomp filter, an IPC namespace of its own: harness/syscalls.py, harness/ipc.py). The test that
-runs it copies it into a folder as solution.py, beside host_ipc: the judge's IPC namespace."""
+capabilities, the seccomp filter, on the CPU and at world 1 an IPC namespace of its own: harness/syscalls.py, harness/ipc.py) and
+reaches no GPU outside its group's (CUDA's count, a child with CUDA_VISIBLE_DEVICES undone, the device nodes). The
+test that runs it copies it into a folder as solution.py, beside host_ipc: the judge's IPC namespace."""
 import os
+import re
 import resource
+import subprocess
+import sys
+
+import torch
 
 import reference
 
+CHILD = "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)"
 
-def _check():
+
+def _gpus(world, child):
+    """What this rank, and with `child` a process it starts, can reach of the machine's GPUs: problems found."""
+    problems = []
+    if torch.cuda.device_count() != world:
+        problems.append(f"CUDA shows {torch.cuda.device_count()} GPUs at world {world}")
+    nodes = [n for n in os.listdir("/dev") if re.fullmatch(r"nvidia\d+", n)]
+    opened = []
+    for n in nodes:
+        try:
+            os.close(os.open(os.path.join("/dev", n), os.O_RDWR))
+            opened.append(n)
+        except OSError:
+            pass
+    if len(opened) > world:
+        problems.append(f"opened {opened} at world {world}")
+    if child:
+        env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+        seen = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=120)
+        count = int(seen.stdout.split()[-1]) if seen.returncode == 0 and seen.stdout.split() else 0
+        if count > world:
+            problems.append(f"a child without CUDA_VISIBLE_DEVICES uses {count} GPUs at world {world}")
+    return problems
+
+
+def _check(world, gpu, child=False):
+    whole = not gpu or world == 1          # the whole lock: on the CPU, and on GPUs at world 1
     status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines() if ":" in line)
     problems = []
     if int(status["CapEff"].strip(), 16):
@@ -15,7 +48,7 @@ def _check():
     if status.get("Seccomp", "").strip() != "2":
         problems.append(f"seccomp mode {status.get('Seccomp', '?').strip()}")
     host = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "host_ipc")).read().strip()
-    if str(os.stat("/proc/self/ns/ipc").st_ino) == host:
+    if whole and str(os.stat("/proc/self/ns/ipc").st_ino) == host:
         problems.append("the judge's IPC namespace")
     try:
         resource.prlimit(os.getppid(), resource.RLIMIT_NOFILE)
@@ -24,19 +57,22 @@ def _check():
         pass
     try:
         os.setxattr(__file__, "user.probe", b"1")
-        problems.append("setxattr allowed")
+        if whole:
+            problems.append("setxattr allowed")
     except OSError as e:
         if e.errno != 1:
             problems.append(f"setxattr failed with errno {e.errno}, not EPERM")
+    if gpu:
+        problems += _gpus(world, child)
     if problems:
         raise RuntimeError("not locked down: " + "; ".join(problems))
 
 
 def prepare(weights, rank, world, pg):
-    _check()
+    _check(world, weights[0].is_cuda, child=True)
     return list(weights)
 
 
 def run(z, weights, rank, world, pg, out):
-    _check()
+    _check(world, z.is_cuda)
     reference.run(z, weights, rank, world, pg, out)

@@ -3,7 +3,6 @@ capabilities, the seccomp filter, on the CPU and at world 1 an IPC namespace of 
 reaches no GPU outside its group's (CUDA's count, a child with CUDA_VISIBLE_DEVICES undone, the device nodes). The
 test that runs it copies it into a folder as solution.py, beside host_ipc: the judge's IPC namespace."""
 import os
-import re
 import resource
 import subprocess
 import sys
@@ -20,16 +19,15 @@ def _gpus(world, child):
     problems = []
     if torch.cuda.device_count() != world:
         problems.append(f"CUDA shows {torch.cuda.device_count()} GPUs at world {world}")
-    nodes = [n for n in os.listdir("/dev") if re.fullmatch(r"nvidia\d+", n)]
     opened = []
-    for n in nodes:
+    for minor in range(256):        # the rank may not list /dev: each GPU's node by name
         try:
-            os.close(os.open(os.path.join("/dev", n), os.O_RDWR))
-            opened.append(n)
+            os.close(os.open(f"/dev/nvidia{minor}", os.O_RDWR))
+            opened.append(minor)
         except OSError:
             pass
     if len(opened) > world:
-        problems.append(f"opened {opened} at world {world}")
+        problems.append(f"opened the nodes of GPUs {opened} at world {world}")
     if child:
         env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
         seen = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=120)

@@ -94,6 +94,8 @@ def main(argv=None):
         console.print(Text.assemble((word, colour), report.plain(f" {name}" + (f": {status}: {reason}" if status != "passed"
                                                                             else "")
                                                                  + (f" ({seconds:.3f} s)" if seconds is not None else ""))))
+        for a in extra.get("allowed") or []:      # the solution's own waivers: shown, never silent
+            console.print(Text.assemble(("     allowed by the solution: ", "yellow"), report.plain(a)))
         if status != "passed" and extra.get("error_map"):
             console.print(f"     where: {extra['error_map']['words']}")
     try:

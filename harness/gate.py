@@ -41,7 +41,8 @@ class Gate:
             return
         found = audit.audit(self.args.solution)
         if found.ok:
-            self.add("audit", "passed", allowed=[str(a) for a in found.allowed])
+            self.add("audit", "passed", allowed=[f"{a.file}:{a.line}: {a.rule}: {a.reason} -- {a.allowance}"
+                                                 for a in found.allowed])
         else:
             lines = [f"{f.file}:{f.line}: {f.rule}: {f.reason}" for f in found.findings]
             self.add("audit", "audit", f"{len(lines)} finding(s): " + "; ".join(lines[:12]), findings=lines)

@@ -232,12 +232,34 @@ class Checker(ast.NodeVisitor):
 
     def _import(self, node, dotted):
         self.check_identifier(node, dotted)
-        if dotted.split(".")[0] in rules.HARNESS:
+        head = dotted.split(".")[0]
+        if head in rules.HARNESS:
             self.add(node, "harness-import", f"imports `{dotted}`, part of the harness")
         else:
             v = self.ctx.verdict(dotted)
             if v:
                 self.add(node, *v)
+            elif not self.known_module(head):
+                self.add(node, "foreign-code", f"imports `{dotted}`, a module the audit does not know (what it may "
+                                               f"do is not read)")
+            else:
+                self.check_private(node, dotted.split("."))
+
+    def known_module(self, head):
+        own = {m.split(".")[0] for m in self.ctx.modules.shown.values()}
+        return head in rules.KNOWN_MODULES or head in rules.RULE_MODULES or head in rules.PROJECT or \
+            head in rules.MODULE_ALIASES or head in own
+
+    def check_private(self, node, parts):
+        """A private name of a library (`torch._int_mm`), or a dunder name outside rules.DUNDERS anywhere."""
+        for part in parts[1:]:
+            dunder = part.startswith("__") and part.endswith("__")
+            if dunder and part not in rules.DUNDERS or \
+                    not dunder and part.startswith("_") and parts[0] in rules.LIBRARIES:
+                self.add(node, "private-name", f"`{'.'.join(parts)[:80]}` {rules.phrase('private-name')} "
+                                               f"(`{part}`)")
+                return True
+        return False
 
     def visit_Name(self, node):
         self.check_identifier(node, node.id)
@@ -266,6 +288,10 @@ class Checker(ast.NodeVisitor):
         for attr in chain:
             if attr in rules.ATTRS:
                 self.add(node, rules.ATTRS[attr], f"`.{attr}` {rules.phrase(rules.ATTRS[attr], attr)}")
+        if not any(a in rules.ATTRS for a in chain):
+            quals = sorted(self.names.qualify(node))
+            if not any(self.check_private(node, q.split(".")) for q in quals):
+                self.check_private(node, ["?"] + chain)      # dunders on any value
         if not self.check_dotted(node, self.names.qualify(node)):
             head = [r.id] if isinstance(r, ast.Name) else []   # `self.os.environ`: the tails from a module name on
             v = self.ctx.verdict(".".join(head + chain), suffixes_from=1 if head else 0)
@@ -296,6 +322,8 @@ class Checker(ast.NodeVisitor):
                 self.add(node, "dynamic-name", "getattr with a name computed at run time")
             else:
                 self.check_dotted(node, self.names.qualify(node))
+                target = sorted(self.names.qualify(node.args[0])) or ["?"]
+                self.check_private(node, target[0].split(".") + [name])
                 if name in rules.ATTRS:
                     self.add(node, rules.ATTRS[name], f"getattr of `{name}` {rules.phrase(rules.ATTRS[name], name)}")
             self._visit_args(node)

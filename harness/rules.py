@@ -43,7 +43,7 @@ def calls(names):
 _NARROW_COMMON = (r"e4m3|e5m2|e2m1|e3m2|e2m3|e8m0|nvfp4|nvf4|mxfp|mxf[468]|f8f6f4|_scaled_mm|_int_mm|"
                   r"int[48]pack_mm|quantize_per_")
 NARROW_PY = re.compile(r"(?i)(float8|fp8|float6|fp6|float4|fp4)(?!\d)|(?<![a-z0-9])q(u)?int\d|"
-                       r"(?<![a-z0-9])u?int[2-7](?!\d)|quantize|fake_quant|(char|byte)tensor|"
+                       r"(?<![a-z0-9])u?int[2-8](?!\d)|quantize|fake_quant|(char|byte)tensor|"
                        r"(float|double|half|bfloat16)2u?(int|ll|short|char)_r[nzdu]|" + _NARROW_COMMON)
 NARROW_TEXT = re.compile(r"(?i)(fp8|fp6|fp4|float8)(?!\d)|__nv_fp|dp4a|dp2a|\.[su][48]\.[su][48]|\.b1\.b1|"
                          r"precision::(s4|u4|b1)|kind::i8|\bu?int[1-4]b_t\b|\bbin1_t\b|" + _NARROW_COMMON)
@@ -132,8 +132,9 @@ TABLE = (
                 "os.path.expanduser", "os.path.expandvars", "sys.argv", "sys.orig_argv", "getpass", "dotenv"),
          cpp=(Cpp("text", re.compile(r"\b(getenv|secure_getenv|setenv|putenv|unsetenv|clearenv|environ|__environ)\b"),
                   "reads or changes the environment"),)),
-    Rule("foreign-code", "code the audit cannot read (ctypes, dlopen, importlib, exec/eval/compile of text, C++ built "
-                         "or Python run from C++ at run time) would run unaudited, and a tensor made from a raw "
+    Rule("foreign-code", "code the audit cannot read (ctypes, dlopen, importlib, exec/eval/compile of text, TorchScript "
+                         "compiled from text, C++ built or Python run from C++ at run time, a module the audit does "
+                         "not know, which may do any of these) would run unaudited, and a tensor made from a raw "
                          "address (the array-interface protocols) reads memory no check can see",
          "runs code the audit cannot read",
          names=("ctypes", "cffi", "_cffi_backend", "cppyy", "importlib", "imp", "pkgutil", "runpy", "zipimport",
@@ -142,7 +143,7 @@ TABLE = (
                 "torch.ops.load_library", "torch.classes.load_library", "torch.utils.cpp_extension",
                 "numpy.ctypeslib", "torch.cuda.memory.CUDAPluggableAllocator", "torch.cuda.CUDAPluggableAllocator",
                 "torch.cuda.memory.change_current_allocator", "torch.cuda.change_current_allocator", "sys.path",
-                "sys.meta_path", "sys.path_hooks", "sys.path_importer_cache"),
+                "sys.meta_path", "sys.path_hooks", "sys.path_importer_cache", "pydoc", "torch.jit"),
          attributes=("load_library", "__import__", "__array_interface__", "__cuda_array_interface__",
                      "__array_struct__"),
          cpp=(Cpp("include", re.compile(r"(^|/)(dlfcn\.h|windows\.h|pybind11/embed\.h|pybind11/eval\.h|nvrtc\.h|"
@@ -231,6 +232,10 @@ TABLE = (
                                 "floors or takes the remainder of floats (rounds to a grid), narrower than bf16"),
                 "torch.utils._dtype_abbrs": "a table of every dtype, fp8's among them, narrower than bf16",
                 "char": "casts to int8, narrower than bf16", "byte": "casts to uint8, narrower than bf16"}),
+    Rule("private-name", "a library's private names (a leading underscore: `torch._int_mm`, "
+                         "`torch.ops.aten._cast_Char`, `torch._utils`) and Python's object machinery called by its "
+                         "dunder names (`x.__getattr__(name)`, `__reduce__`) are doors no list of public names "
+                         "covers: a solution uses the libraries' public API", "reaches a private name"),
     Rule("unaudited-file", "every file of a solution must be a source the audit reads: compiled modules, data files, "
                            "bytecode that differs from its source, sources outside the solution or that do not parse "
                            "would load unaudited", "is not audited"),
@@ -271,6 +276,24 @@ NARROW_LIMITS = (127, 128, 255, 448, 57344)   # a lone clamp bound of these magn
 # quantisation without a round() call.
 ROUNDERS = (2.0 ** 23, 1.5 * 2 ** 23, 2.0 ** 52, 1.5 * 2 ** 52)
 
+# The dunder names a solution may use: defining and calling its own classes' methods, and names of things.
+DUNDERS = {"__init__", "__call__", "__name__", "__qualname__", "__doc__", "__module__", "__class__", "__len__",
+           "__iter__", "__next__", "__enter__", "__exit__", "__getitem__", "__contains__", "__file__", "__all__",
+           "__version__", "__future__", "__main__", "__repr__", "__str__", "__eq__", "__hash__", "__post_init__"}
+# Libraries whose private names are findings (the project's modules are audited through what they do instead).
+LIBRARIES = ("torch", "triton", "numpy", "diffusers", "math", "functools", "itertools", "operator", "collections",
+             "typing", "dataclasses", "warnings", "contextlib", "enum", "abc", "numbers", "string")
+# Modules a solution may import beyond those that a rule names (whose members the table decides): what a decode
+# needs. Any other module is foreign code: the audit does not know what it does.
+KNOWN_MODULES = {"torch", "triton", "numpy", "math", "cmath", "functools", "itertools", "operator", "collections",
+                 "typing", "dataclasses", "warnings", "contextlib", "enum", "abc", "numbers", "string", "re",
+                 "__future__", "copy", "statistics", "fractions", "decimal", "bisect", "heapq", "array", "struct",
+                 "diffusers", "einops", "time", "random", "json", "textwrap", "types", "weakref", "hashlib", "zlib",
+                 "base64", "binascii"}
+# Rules an allowance cannot silence: the audit is the only check of what they forbid, so a solution's own comment
+# would waive the rule for itself.
+BINDING = {"narrow-numerics", "foreign-code", "private-name", "monkeypatch", "harness-import", "unaudited-file"}
+
 # The harness and the project, by top-level module name.
 HARNESS = {"bench", "loader", "audit", "ci", "bounds", "data", "harness", "tests", "conftest"}
 PROJECT = ("spec", "reference")   # the repository modules a solution may import
@@ -301,6 +324,7 @@ RULES = {r.name: r.reason for r in TABLE}                      # name -> why, in
 PHRASE = {r.name: r.phrase for r in TABLE if r.phrase}
 NAMES = {**{n: None for n in ALLOWED}, **{n: r.name for r in TABLE for n in r.names}}
 ATTRS = {a: r.name for r in TABLE for a in r.attributes}
+RULE_MODULES = {n.split(".")[0] for n in NAMES}               # modules whose members the table decides
 NAME_RULES = {n: r.name for r in TABLE for n in r.bare_names}
 DEF_RULES = {n: r.name for r in TABLE for n in r.definitions}
 NOTES = {(r.name, entry): note for r in TABLE for entry, note in r.notes.items()}
@@ -375,6 +399,11 @@ class Unit:
             rules = [r for r in re.split(r"[,\s]+", rules_text.strip()) if r]
             reason = reason.strip()
             unknown = [r for r in rules if r not in RULES or r == "allowance"]
+            binding = [r for r in rules if r in BINDING]
+            if binding:
+                self.add(line, "allowance", f"an allowance cannot silence {', '.join(binding)}: the audit is its "
+                                            f"only check, so a solution may not waive it for itself")
+                continue
             if not rules or unknown:
                 self.add(line, "allowance", f"allowance names no rule: {', '.join(unknown) or '(none)'} "
                                             f"(`audit: allow RULE -- reason`; rules: python audit.py --rules)")

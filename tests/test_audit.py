@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 import audit
-from harness import files
+from harness import files, rules
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = "def run(z, weights, rank, world, pg, out):\n    pass\n"
@@ -46,6 +46,20 @@ def fired(report):
 # Python: each case fires its rule (and is a known cheat or a way to one).
 
 PY_FIRES = [
+    # a library's private names and Python's machinery by dunder name; modules the audit does not know; TorchScript
+    ("private-name", "import torch\nmm = torch._int_mm"),
+    ("private-name", "import torch\nc = torch.ops.aten._cast_Char"),
+    ("private-name", "import torch\nops = torch.ops.aten\nc = ops._cast_Char"),
+    ("private-name", "import torch\nf = torch.ops.aten.__getattr__('x' + 'y')"),
+    ("private-name", "import torch\nf = torch._utils._import_dotted_name('os.system')"),
+    ("private-name", "from torch._utils import _import_dotted_name"),
+    ("private-name", "def f(x):\n    return x.__reduce_ex__(2)"),
+    ("private-name", "import torch\nf = getattr(torch, '_int_mm')"),
+    ("foreign-code", "import pydoc\nexec_ = pydoc.locate('builtins.exec')"),
+    ("foreign-code", "import xml.dom\n"),
+    ("foreign-code", "import torch\ncu = torch.jit.CompilationUnit('def f(x):\\n    return x')"),
+    ("narrow-numerics", "import torch\nd = [torch.int8][0]"),
+    ("narrow-numerics", "import torch\nif w.dtype == torch.uint8:\n    pass"),
     # file access: builtins, os, pathlib, numpy, torch, pickle, mmap, tempfile, shutil, glob, and imports of them
     ("file-io", "f = open('/data/ref_f1.pt', 'rb')"),
     ("file-io", "import io\nio.open('x')"),
@@ -265,7 +279,10 @@ PY_QUIET = [
     "c = C()\nc.read_cache()\nc.open()",                               # methods on the solution's own objects
     "def f(x):\n    return x.open(), x.read(), x.write, x.mmap_mode, x.load, x.save",
     "import torch\nx = torch.zeros(1, dtype=torch.float16).to(torch.bfloat16).to(torch.float32)",
-    "import torch\nx = torch.float64\ny = torch.int8\nz = torch.uint8",
+    "import torch\nx = torch.float64\ny = torch.int16\nz = torch.int64",
+    "class C:\n    def __init__(self):\n        super().__init__()\n        self._rows = 1\n    def f(self):\n"
+    "        return self._rows, self.__class__.__name__",
+    "import reference\np = reference._path('decoder.conv_in')",     # the project's own names: audited there
     "import torch.nn.functional as F\nimport torch\ny = F.pad(torch.zeros(2), (1, 1))",
     "import os\np = os.path.join(os.path.dirname(__file__), 'kernels.cu')\nn = os.cpu_count()",
     "from spec import WEIGHTS, weight_list, TINY\nimport spec\nn = spec.frames(5)\nw = spec.weight_list(TINY)",
@@ -582,7 +599,7 @@ REVIEW_QUIET = [
     # the task's own clamp, rounding-free casts, floor without a scale, a floor division left unscaled
     "import torch\ndef f(x, idx, w):\n    y = torch.clamp(x, min=-1.0, max=1.0) + x.clamp(-1, 1) + x.clamp(min=0)\n"
     "    z = x.to(torch.bfloat16).to(torch.float32).floor()\n    return torch.div(idx, w, rounding_mode='floor')",
-    "import torch\ny = torch.int8\nz = torch.iinfo\nb = torch.bool",
+    "import torch\ny = torch.int32\nz = torch.iinfo\nb = torch.bool",
     # integer index arithmetic: modulo and floor division by other numbers, dtype views among floats
     "import torch\ndef f(i, W, x):\n    return i % W, i // 2, (i + 1) % 2, x.view(torch.bfloat16), x.view(-1, 4)",
     "import torch\ndef f(n, s):\n    return (torch.arange(n) * s).long(), (torch.arange(n) * s).long() + 1",
@@ -639,7 +656,8 @@ def test_review_reasons_name_the_task_rules():
 
 
 @pytest.mark.parametrize("cheat, rule", [("cache_by_shape.py", "state"), ("low_precision.py", "narrow-numerics"),
-                                         ("hooks_before_window.py", "monkeypatch")])
+                                         ("hooks_before_window.py", "monkeypatch"), ("private_ops.py", "private-name"),
+                                         ("unknown_module.py", "foreign-code"), ("waives_its_audit.py", "allowance")])
 def test_cheats_the_rules_catch(cheat, rule):
     assert rule in fired(audit.audit(os.path.join(ROOT, "tests", "cheats", cheat)))
 
@@ -809,10 +827,19 @@ def test_every_rule_has_a_reason_and_a_test():
 
 def test_allowance_with_reason_silences_and_is_listed(tmp_path):
     report = audit_py(tmp_path, "import torch\n"
-                                "SCALE = 'e4m3'  # audit: allow narrow-numerics -- a label in a log message\n")
+                                "import pickle  # audit: allow file-io -- a reviewed import, unused in run\n")
     assert report.ok and not report.findings
     [a] = report.allowed
-    assert (a.rule, a.line, a.allowance) == ("narrow-numerics", 2, "a label in a log message")
+    assert (a.rule, a.line, a.allowance) == ("file-io", 2, "a reviewed import, unused in run")
+
+
+@pytest.mark.parametrize("rule", sorted(rules.BINDING))
+def test_a_solution_cannot_allow_a_binding_rule(tmp_path, rule):
+    """The audit is the only check of these rules: a solution's own comment may not waive them."""
+    report = audit_py(tmp_path, "import torch\n"
+                                f"SCALE = 'e4m3'  # audit: allow {rule} -- a label in a log message\n")
+    assert not report.ok and not report.allowed
+    assert {f.rule for f in report.findings} >= {"allowance"}
 
 
 def test_allowance_without_reason_is_a_finding(tmp_path):

@@ -41,6 +41,8 @@ def test_honest_solutions_pass(tiny_data, tmp_path, solution):
     assert all(c["status"] == "passed" for c in report["checks"])
     assert report["isolation"].startswith("landlock") and "PASSED" in p.stdout
     assert "<testsuite" in xml.read_text() and 'failures="0"' in xml.read_text()
+    if solution == "solutions/baseline":    # its one allowance (Triton's interpreter switch) is shown, not silent
+        assert "allowed by the solution: kernels.py:30: environment" in p.stdout, p.stdout[-3000:]
 
 
 @pytest.mark.slow
@@ -73,6 +75,9 @@ EXPECTED = {
     "low_precision.py": (3, "f5x1", "incorrect", "rms(d)"),
     "skips_attention.py": (1, "fresh latents #1 x1", "incorrect", "max|d|"),
     "writes_cache_file.py": (3, "audit", "audit", "writes_cache_file.py"),
+    "private_ops.py": (3, "audit", "audit", "private-name"),
+    "unknown_module.py": (3, "audit", "audit", "foreign-code: `pydoc`"),
+    "waives_its_audit.py": (3, "audit", "audit", "cannot silence narrow-numerics"),
     "hangs_on_rank0.py": (2, "fresh latents #1 x1", "timeout", "no answer within"),
     "name_is_a_path": (2, "load", "load error", "`name` '../../../planted'"),
     "forges_the_console.py": (2, "fresh latents #1 x1", "runtime error", "gave up??[2K?[1A?[32mPASS?[0m f1x1"),
@@ -103,6 +108,15 @@ def test_cheat_fails_for_its_reason(tiny_data, tmp_path, cheat):
     assert (tmp_path / "error-maps").exists() == bool(pictures)
     if phrase.startswith(("max|d|", "rms(d)", "not finite")):          # failed on its figures: mapped
         assert next(c for c in report["checks"] if c["name"] == check)["error_map"]["picture"] in pictures
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cheat", ["private_ops.py", "unknown_module.py", "waives_its_audit.py"])
+def test_what_only_the_audit_stops_passes_every_runtime_check(tiny_data, tmp_path, cheat):
+    """Narrow numerics inside run() stay inside the allowance: with the audit off every runtime check passes (exit 6,
+    the audit not run), so the audit's rules are what fail these cheats."""
+    p, report, _ = gate(tiny_data, tmp_path, os.path.join(CHEATS, cheat), "--workloads", "f1x1,f5x1", "--no-audit")
+    assert p.returncode == 6 and failures(report) == {"audit": ("skipped", "--no-audit")}, p.stdout[-2000:]
 
 
 def test_audit_findings_are_reported_beside_the_dynamic_checks(tiny_data, tmp_path):

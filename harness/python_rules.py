@@ -198,11 +198,17 @@ class Checker(ast.NodeVisitor):
         grid = f"rounds to a coarse grid (quantize/dequantize), which {rules.phrase('narrow-numerics')}"
         if name in rules.FLOORS and operand is not None and (scaled_result or any(map(_scaling, ast.walk(operand)))):
             self.add(node, "narrow-numerics", f"{shown} with a scale {grid}")
+        elif name.startswith(("trunc", "fix")) and operand is not None:     # no index needs them, scale or not
+            self.add(node, "narrow-numerics", f"{shown} truncates a tensor to integers: {grid}")
         int_cast = name in rules.INT_CASTS and not values or name in ("to", "type", "astype") and any(
             self.names.qualify(a) & set(rules.INT_DTYPES) for a in values)
         if method and int_cast and (any(_scaling(n, (ast.Div,)) for n in ast.walk(f.value)) or
                                     scaled_result and any(_scaling(n) for n in ast.walk(f.value))):
             self.add(node, "narrow-numerics", f"{shown}, an integer cast of a quotient, {grid}")
+        elif method and (name in ("int", "short") and not values or name in ("to", "type") and any(
+                self.names.qualify(a) & set(rules.ROUNDING_CASTS) for a in values)):
+            # the quotient may be lines away; indices need int64 only
+            self.add(node, "narrow-numerics", f"{shown}, a cast to a 16- or 32-bit integer type, {grid}")
         if any(k.arg == "rounding_mode" and const_str(k.value) in ("floor", "trunc") for k in node.keywords) \
                 and scaled_result:
             self.add(node, "narrow-numerics", f"{shown}, a rounded division scaled back, {grid}")

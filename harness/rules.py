@@ -43,7 +43,7 @@ def calls(names):
 _NARROW_COMMON = (r"e4m3|e5m2|e2m1|e3m2|e2m3|e8m0|nvfp4|nvf4|mxfp|mxf[468]|f8f6f4|_scaled_mm|_int_mm|"
                   r"int[48]pack_mm|quantize_per_")
 NARROW_PY = re.compile(r"(?i)(float8|fp8|float6|fp6|float4|fp4)(?!\d)|(?<![a-z0-9])q(u)?int\d|"
-                       r"(?<![a-z0-9])u?int[2-8](?!\d)|quantize|fake_quant|(char|byte)tensor|"
+                       r"(?<![a-z0-9])u?int[2-8](?!\d)|quantize|fake_quant|(char|byte)(tensor|storage)|"
                        r"(float|double|half|bfloat16)2u?(int|ll|short|char)_r[nzdu]|" + _NARROW_COMMON)
 NARROW_TEXT = re.compile(r"(?i)(fp8|fp6|fp4|float8)(?!\d)|__nv_fp|dp4a|dp2a|\.[su][48]\.[su][48]|\.b1\.b1|"
                          r"precision::(s4|u4|b1)|kind::i8|\bu?int[1-4]b_t\b|\bbin1_t\b|" + _NARROW_COMMON)
@@ -143,7 +143,9 @@ TABLE = (
                 "torch.ops.load_library", "torch.classes.load_library", "torch.utils.cpp_extension",
                 "numpy.ctypeslib", "torch.cuda.memory.CUDAPluggableAllocator", "torch.cuda.CUDAPluggableAllocator",
                 "torch.cuda.memory.change_current_allocator", "torch.cuda.change_current_allocator", "sys.path",
-                "sys.meta_path", "sys.path_hooks", "sys.path_importer_cache", "pydoc", "torch.jit"),
+                "sys.meta_path", "sys.path_hooks", "sys.path_importer_cache", "pydoc", "torch.jit", "torch.fx",
+                "typing.get_type_hints", "typing.ForwardRef", "typing.evaluate_forward_ref",
+                "functools.singledispatch", "functools.singledispatchmethod", "diffusers.*"),
          attributes=("load_library", "__import__", "__array_interface__", "__cuda_array_interface__",
                      "__array_struct__"),
          cpp=(Cpp("include", re.compile(r"(^|/)(dlfcn\.h|windows\.h|pybind11/embed\.h|pybind11/eval\.h|nvrtc\.h|"
@@ -205,7 +207,7 @@ TABLE = (
                             "narrower: fp8/fp6/fp4, MX/NV block formats, int8/int4 casts and quantized matmuls, and "
                             "quantize/dequantize arithmetic (rounding values to a coarse grid) are narrower",
          "is narrower than bf16",
-         names=("torch.ao", "torch.quantization", "torchao", "bitsandbytes", "torch.nn.quantized",
+         names=("numpy", "torch.from_numpy", "torch.ao", "torch.quantization", "torchao", "bitsandbytes", "torch.nn.quantized",
                 "torch.nn.quantizable", "torch.nn.intrinsic", "torch.nn.qat", "torch.round", "torch.round_",
                 "torch.frexp", "torch.ldexp", "torch.ldexp_", "torch.special.round", "numpy.round", "numpy.around",
                 "numpy.rint", "numpy.frexp", "numpy.ldexp", "math.frexp", "math.ldexp", "torch.bucketize",
@@ -231,6 +233,9 @@ TABLE = (
                                  "floor_divide_", "remainder", "remainder_", "fmod", "fmod_"),
                                 "floors or takes the remainder of floats (rounds to a grid), narrower than bf16"),
                 "torch.utils._dtype_abbrs": "a table of every dtype, fp8's among them, narrower than bf16",
+                "numpy": "has dtypes and type codes ('b', 'i1') narrower than bf16 that no list of names covers; a "
+                         "decode needs no numpy",
+                "torch.from_numpy": "takes numpy's dtypes ('b', 'i1': int8), narrower than bf16",
                 "char": "casts to int8, narrower than bf16", "byte": "casts to uint8, narrower than bf16"}),
     Rule("private-name", "a library's private names (a leading underscore: `torch._int_mm`, "
                          "`torch.ops.aten._cast_Char`, `torch._utils`) and Python's object machinery called by its "
@@ -253,7 +258,8 @@ ALLOWED = (
     "sys.byteorder", "sys.maxsize", "sys.maxunicode", "sys.float_info", "sys.int_info", "sys.hash_info",
     "sys.float_repr_style", "sys.stdout", "sys.stderr", "sys.getrecursionlimit", "sys.setrecursionlimit",
     "sys.getsizeof", "sys.getrefcount", "sys.getdefaultencoding", "sys.getfilesystemencoding",
-    "sys.intern", "sys.is_finalizing", "sys.executable", "sys.exc_info", "sys.exception", "sys.flags")
+    "sys.intern", "sys.is_finalizing", "sys.executable", "sys.exc_info", "sys.exception", "sys.flags",
+    "diffusers.AutoencoderKLWan")     # of diffusers only the model (its loaders import and get names given as text)
 
 # The narrow-numerics rule's arithmetic: dtypes no value may be cast to, the integer dtypes whose cast of a quotient
 # rounds it, the rounding functions that snap to a grid when a scale is applied, and the clamp bounds of narrow
@@ -265,6 +271,9 @@ INT_DTYPES = ("torch.int16", "torch.int32", "torch.int64", "torch.long", "torch.
               "triton.language.int16", "triton.language.int32", "triton.language.int64", "numpy.int16",
               "numpy.int32", "numpy.int64")
 INT_CASTS = ("int", "long", "short")         # tensor methods
+# Casts to these round a float tensor to integers whatever the expression: no index needs them (indices are int64).
+ROUNDING_CASTS = ("int", "short", "torch.int16", "torch.int32", "torch.int", "torch.short", "triton.language.int16",
+                  "triton.language.int32", "numpy.int16", "numpy.int32")
 FLOORS = ("floor", "floor_", "ceil", "ceil_", "trunc", "trunc_", "fix", "fix_")
 DIVIDES = ("div", "div_", "divide", "divide_", "true_divide", "true_divide_")
 MULTIPLIES = ("mul", "mul_", "multiply", "multiply_")

@@ -59,6 +59,13 @@ PY_FIRES = [
     ("foreign-code", "import xml.dom\n"),
     ("foreign-code", "import torch\ncu = torch.jit.CompilationUnit('def f(x):\\n    return x')"),
     ("narrow-numerics", "import torch\nd = [torch.int8][0]"),
+    ("narrow-numerics", "import torch\nd = torch.CharStorage.dtype"),
+    ("narrow-numerics", "import numpy\nd = numpy.zeros(1, 'b')"),
+    ("narrow-numerics", "import torch\ndef f(w, s):\n    q = w / s\n    return q.to(torch.int32)"),
+    ("narrow-numerics", "def f(q):\n    return q.trunc()"),
+    ("foreign-code", "import typing\ndef f(x: T):\n    pass\nh = typing.get_type_hints(f)"),
+    ("foreign-code", "import torch.fx\ng = torch.fx.Graph()"),
+    ("foreign-code", "from diffusers.pipelines.pipeline_loading_utils import get_class_obj_and_candidates"),
     ("narrow-numerics", "import torch\nif w.dtype == torch.uint8:\n    pass"),
     # file access: builtins, os, pathlib, numpy, torch, pickle, mmap, tempfile, shutil, glob, and imports of them
     ("file-io", "f = open('/data/ref_f1.pt', 'rb')"),

@@ -27,6 +27,38 @@ def read_trace(path):
     return data["traceEvents"] if isinstance(data, dict) else data
 
 
+# A trace is the solution's file: the judge reads it in a child held to this much memory, so that a trace made to be
+# expensive to parse (empty events cost Python's json about 24 bytes a byte) fails its solution, not the judge.
+PARSE_CAP = 16 << 30
+
+
+class Unreadable(RuntimeError):
+    """A trace that the bounded child could not summarise (not a trace, too costly, or it crashed)."""
+
+
+def summarise(path, gpu, cap=PARSE_CAP, timeout=600):
+    """(scope table, communication or None) of the trace at path, computed in a child process limited to `cap` bytes
+    of address space; Unreadable where the child fails."""
+    import resource
+    import subprocess
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = ("import json, sys\nfrom harness import profile\ne = profile.read_trace(sys.argv[1])\n"
+            "json.dump([profile.scope_table(e), profile.overlap(e) if sys.argv[2] == '1' else None], sys.stdout)")
+    try:
+        p = subprocess.run([sys.executable, "-c", code, path, "1" if gpu else "0"], capture_output=True, text=True,
+                           cwd=root, env={**os.environ, "PYTHONPATH": root}, preexec_fn=limit, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise Unreadable(f"not summarised within {timeout} s") from None
+    if p.returncode != 0:
+        last = (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]
+        raise Unreadable(f"{last[:200]} (parsed in a child held to {cap >> 30} GiB)")
+    scopes, communication = json.loads(p.stdout)
+    return scopes, communication
+
+
 def scope_table(events):
     """[{"scope", "total_s", "self_s"}] of the named scopes in a trace's events, in the order the decode runs them.
 

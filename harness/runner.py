@@ -208,10 +208,9 @@ class Runner:
                 path = f"{prefix}-rank{r}.json"
                 try:
                     disk.copy_trace(group.trace(r), path)
-                    events = profile.read_trace(path)
+                    scopes, communication = profile.summarise(path, not self.cpu)
                     ranks.append({"rank": r, "trace": path, "call_s": call["done_s"][r],     # the judge's clock
-                                  "scopes": profile.scope_table(events),
-                                  "communication": None if self.cpu else profile.overlap(events)})
+                                  "scopes": scopes, "communication": communication})
                 except disk.Refused as e:
                     raise GroupFailed(e.status, f"profile: rank {r}: {e.reason}", r)
                 except Exception as e:      # the file is the solution's: an error reading it is its failure

@@ -192,3 +192,19 @@ def test_the_chart_draws_scope_names_as_they_are(tmp_path):
     prof = {"time_s": 1.0, "ranks": [{"rank": 0, "call_s": 1.0,
                                       "scopes": [{"scope": "decoder/$x^^y$", "self_s": 0.5, "total_s": 0.5}]}]}
     assert os.path.getsize(profile.bar_chart(prof, str(tmp_path / "c.png"), "t")) > 0
+
+
+def test_a_trace_too_costly_to_parse_fails_in_a_bounded_child(tmp_path):
+    """A trace of empty events costs the parser many times its size: it is parsed in a child held to a cap, which
+    dies instead of the judge, and the judge gets Unreadable; a real trace is summarised as in the judge."""
+    import json
+    from harness import profile
+    bomb = tmp_path / "bomb.json"
+    bomb.write_text('{"traceEvents":[' + ",".join(["{}"] * 3_000_000) + "]}")     # 9 MB, ~200 MB parsed
+    with pytest.raises(profile.Unreadable, match="held to"):
+        profile.summarise(str(bomb), False, cap=160 << 20)
+    trace = tmp_path / "t.json"
+    events = [{"ph": "X", "cat": "user_annotation", "name": "decoder", "ts": 0, "dur": 1000, "pid": 1, "tid": 1}]
+    trace.write_text(json.dumps({"traceEvents": events}))
+    scopes, communication = profile.summarise(str(trace), False, cap=160 << 20)     # the same cap: the bomb's cost
+    assert scopes == profile.scope_table(events) and communication is None

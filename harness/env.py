@@ -49,11 +49,16 @@ def platform_env():
     return {k: v for k, v in os.environ.items() if k in ENV_KEEP or k.startswith(ENV_PREFIXES)}
 
 
-def rank_env(rank, world, port, scratch, cpu, data_dir, build_dir, pkg, addr="127.0.0.1", gpus=None):
-    """A rank's environment; gpus: its group's CUDA_VISIBLE_DEVICES (the judge's GPUs 0 .. world-1, by UUID)."""
+def rank_env(rank, world, port, scratch, cpu, data_dir, build_dir, pkg, addr="127.0.0.1", gpus=None,
+             own_network=False):
+    """A rank's environment; gpus: its group's CUDA_VISIBLE_DEVICES (the judge's GPUs 0 .. world-1, by UUID);
+    own_network: the group has a network namespace of its own, whose only interface is the loopback (gloo would
+    otherwise bind the host name's address, which is not there)."""
     env = platform_env()
     if gpus is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpus
+    if own_network:
+        env.update(GLOO_SOCKET_IFNAME="lo", NCCL_SOCKET_IFNAME="lo")
     env.update(ENV_SAFETY, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
                MASTER_ADDR=addr, MASTER_PORT=str(port), HOME=scratch, TMPDIR=scratch,
                TRITON_CACHE_DIR=os.path.join(scratch, "triton"), CUDA_CACHE_PATH=os.path.join(scratch, "nv"),

@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 
-from harness import disk, env, ipc, procs, protocol
+from harness import disk, env, ipc, netns, procs, protocol
 from harness.jail import Jail
 from harness.protocol import MAX_LINE, GroupFailed  # noqa: F401 (GroupFailed: the callers')
 from harness.report import plain
@@ -64,7 +64,7 @@ class Group:
         self.world, self.cpu, self.buffers, self.run = world, cpu, buffers, run
         self.procs, self.logs, self.fds, self.cmds, self.bufs, self.scratch = [], [], [], [], {}, []
         self.calls, self._arrived, self._limit, self._disk_at = 0, CLOCK(), STARTUP_S, 0.0
-        self.jail, self.shm, self.sysv = None, None, ipc.snapshot()
+        self.jail, self.shm, self.sysv, self.net = None, None, ipc.snapshot(), None
         earlier = Group.spawned     # ranks were alive before this group's: they may have spent the ports
         addr, port = _free_port()
         self.port = port
@@ -111,6 +111,8 @@ class Group:
         shared = sandbox is not None and "/dev/shm" in sandbox.get("write", [])
         self.shm = set(os.listdir("/dev/shm")) if shared else None
         visible, nodes = (None, []) if cpu else run.gpus_for(world)
+        # Its own network namespace where the whole lock applies (harness/netns.py); None: the host's.
+        self.net = netns.make() if sandbox is not None and (cpu or world == 1) else None
         for r in range(world):
             scratch = tempfile.mkdtemp(prefix=f"rank{r}-", dir=run.scratch)
             self.scratch.append(scratch)
@@ -123,7 +125,7 @@ class Group:
                        "w")
             self.logs.append(log)
             environ = env.rank_env(r, world, self.port, scratch, cpu, self.decoys.folder, os.path.dirname(build),
-                                   run.pkg, addr, gpus=visible)
+                                   run.pkg, addr, gpus=visible, own_network=self.net is not None)
             lock = None
             if sandbox is not None:
                 lock = {"extra": [run.pkg, os.path.abspath(solution.path), build, self.decoys.folder],
@@ -132,11 +134,12 @@ class Group:
                         "devices": list(DEVICES) + nodes}
             setup = {"rank": r, "world": world, "geometry": geometry.name, "device": "cpu" if cpu else "cuda",
                      "solution": os.path.abspath(solution.path), "buffers": blobs[r], "frames": sorted(frames),
-                     "sandbox": lock, "scratch": scratch, "trace": self.trace(r), "profiling": profiling}
+                     "sandbox": lock, "scratch": scratch, "trace": self.trace(r), "profiling": profiling,
+                     "netns_fd": self.net}
             # the run's folder on the command line only names the run in `ps` (a rank ignores it)
             try:
                 p = subprocess.Popen([sys.executable, "-m", "harness.rank", str(cmd_r), str(res_w), run.folder],
-                                     env=environ, pass_fds=(cmd_r, res_w), stdout=log, stderr=subprocess.STDOUT,
+                                     env=environ, pass_fds=(cmd_r, res_w) + ((self.net,) if self.net else ()), stdout=log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True, cwd=scratch)
             finally:
                 os.close(cmd_r)
@@ -398,7 +401,7 @@ class Group:
             time.sleep(0.01)
         if self.jail is not None:
             self.jail.remove()
-        for fd in self.fds + self.cmds:
+        for fd in self.fds + self.cmds + ([self.net] if self.net is not None else []):
             try:
                 os.close(fd)
             except OSError:

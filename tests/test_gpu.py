@@ -106,6 +106,7 @@ def test_ranks_at_world_one_are_locked_down_and_profile(tmp_path):
     probe.mkdir()
     shutil.copyfile(os.path.join(os.path.dirname(__file__), "probes", "locked_down.py"), probe / "solution.py")
     (probe / "host_ipc").write_text(str(os.stat("/proc/self/ns/ipc").st_ino))
+    (probe / "host_net").write_text(str(os.stat("/proc/self/ns/net").st_ino))
     p, report = _bench(tmp_path, str(probe), workloads="f1x1,f5x1", profile=True)
     for w in ("f1x1", "f5x1"):
         rec = report["workloads"][w]
@@ -123,6 +124,7 @@ def test_ranks_at_world_two_are_locked_down_over_nccl(tmp_path):
     probe.mkdir()
     shutil.copyfile(os.path.join(os.path.dirname(__file__), "probes", "locked_down.py"), probe / "solution.py")
     (probe / "host_ipc").write_text(str(os.stat("/proc/self/ns/ipc").st_ino))
+    (probe / "host_net").write_text(str(os.stat("/proc/self/ns/net").st_ino))
     p, report = _bench(tmp_path, str(probe), workloads="f121x2")
     rec = report["workloads"]["f121x2"]
     assert rec["passed"], (rec["status"], rec["reason"], p.stdout[-2000:])

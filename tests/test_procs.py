@@ -1,6 +1,7 @@
 """The judge's hold on the processes and threads a solution could reach: helpers it must find, neighbours' threads
 it must put back to normal before a call, the out-of-memory killer's choice, a group that fails to start."""
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -139,6 +140,7 @@ def test_cpu_ranks_are_locked_down_beyond_landlock(tiny_data, tmp_path):
     probe.mkdir()
     shutil.copyfile(os.path.join(root, "tests", "probes", "locked_down.py"), probe / "solution.py")
     (probe / "host_ipc").write_text(str(os.stat("/proc/self/ns/ipc").st_ino))
+    (probe / "host_net").write_text(str(os.stat("/proc/self/ns/net").st_ino))
     for isolated in (True, False):
         out = tmp_path / f"r{isolated}.json"
         subprocess.run([sys.executable, "bench.py", str(probe), "--tiny", "--workloads", "f1x1,f5x4", "--json",
@@ -150,6 +152,26 @@ def test_cpu_ranks_are_locked_down_beyond_landlock(tiny_data, tmp_path):
                 assert rec["passed"], (w, rec["reason"])
             else:
                 assert rec["status"] == "runtime error" and "not locked down: capabilities" in rec["reason"], rec
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("ip") is None, reason="needs iproute2's ip")
+def test_network_state_stays_in_its_groups_namespace(tiny_data, tmp_path):
+    """A mark left in the TCP metrics cache by the world-1 group is not there for the world-4 group under isolation
+    (each its own network namespace); without isolation the later group finds it (the cheat then fails its call)."""
+    import json
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    cheat = os.path.join(root, "tests", "cheats", "remembers_in_tcp_metrics.py")
+    for isolated in (True, False):
+        out = tmp_path / f"r{isolated}.json"
+        subprocess.run([sys.executable, "bench.py", cheat, "--tiny", "--workloads", "f1x1,f5x4", "--json", str(out)]
+                       + ([] if isolated else ["--no-isolation"]), cwd=root, env=tiny_data, capture_output=True,
+                       text=True, timeout=600)
+        recs = json.loads(out.read_text())["workloads"]
+        if isolated:
+            assert all(rec["passed"] for rec in recs.values()), {w: rec["reason"] for w, rec in recs.items()}
+        else:
+            assert any("found the mark of an earlier group" in (rec["reason"] or "") for rec in recs.values()), recs
 
 
 def test_cgroups_of_judges_that_are_gone_are_swept():

@@ -1,7 +1,7 @@
 """A probe, not a solution to time: the reference decode, failing unless its rank is locked down beyond Landlock (no
-capabilities, the seccomp filter, on the CPU and at world 1 an IPC namespace of its own: harness/syscalls.py, harness/ipc.py) and
+capabilities, the seccomp filter, on the CPU and at world 1 IPC and network namespaces of their own: harness/syscalls.py, harness/ipc.py) and
 reaches no GPU outside its group's (CUDA's count, a child with CUDA_VISIBLE_DEVICES undone, the device nodes). The
-test that runs it copies it into a folder as solution.py, beside host_ipc: the judge's IPC namespace."""
+test that runs it copies it into a folder as solution.py, beside host_ipc and host_net: the judge's namespaces."""
 import os
 import resource
 import subprocess
@@ -48,6 +48,9 @@ def _check(world, gpu, child=False):
     host = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "host_ipc")).read().strip()
     if whole and str(os.stat("/proc/self/ns/ipc").st_ino) == host:
         problems.append("the judge's IPC namespace")
+    host_net = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "host_net")).read().strip()
+    if whole and str(os.stat("/proc/self/ns/net").st_ino) == host_net:
+        problems.append("the judge's network namespace")
     try:
         resource.prlimit(os.getppid(), resource.RLIMIT_NOFILE)
         problems.append("the judge's limits reachable")

@@ -56,19 +56,51 @@ def _shadows(label, name, before):
     return label not in ("torch", "torch.cuda", "torch.distributed", "torch.nn.functional", "time", "builtins")
 
 
+# torch's switches that narrow the arithmetic below the task's (bf16 with fp32 accumulation, fp32 without TF32).
+SWITCHES = ("backends.cuda.matmul.allow_bf16_reduced_precision_reduction",
+            "backends.cuda.matmul.allow_fp16_reduced_precision_reduction", "backends.cuda.matmul.allow_tf32",
+            "backends.cudnn.allow_tf32")
+
+
+def switches(torch):
+    """{name: value} of SWITCHES now, and the float32 matmul precision."""
+    out = {}
+    for name in SWITCHES:
+        obj = torch
+        try:
+            for part in name.split("."):
+                obj = getattr(obj, part)
+        except AttributeError:
+            continue
+        out[name] = bool(obj)
+    out["get_float32_matmul_precision()"] = torch.get_float32_matmul_precision()
+    return out
+
+
 def modes(torch):
-    """(torch function modes, torch dispatch modes) on the stacks now."""
-    return torch._C._len_torch_function_stack(), torch._C._len_torch_dispatch_stack()
+    """(torch function modes, torch dispatch modes) on the stacks now, and the precision switches."""
+    return torch._C._len_torch_function_stack(), torch._C._len_torch_dispatch_stack(), switches(torch)
 
 
 def tampered(torch, before, modes_before):
-    """['replaced owner.name', 'a torch mode left on'] against a snapshot and the modes taken before the import."""
+    """['replaced owner.name', 'a torch mode left on', 'a precision switch changed'] against a snapshot and the modes
+    taken before the import."""
     out = [f"replaced {name}" for name in replaced(torch, before)]
     now = modes(torch)
-    if now != modes_before:
+    if now[:2] != modes_before[:2]:
         out.append(f"torch function or dispatch modes left on ({now[0]} and {now[1]} on the stacks, "
                    f"{modes_before[0]} and {modes_before[1]} before the solution)")
+    out += [f"left torch.{k} at {v!r} (it was {modes_before[2][k]!r}): narrower arithmetic"
+            for k, v in now[2].items() if k in modes_before[2] and _narrower(v, modes_before[2][k])]
     return out
+
+
+def _narrower(now, before):
+    """A switch turned on (reduced precision, TF32), or the float32 matmul precision lowered."""
+    if isinstance(now, bool):
+        return now and not before
+    order = ("medium", "high", "highest")
+    return now in order and before in order and order.index(now) < order.index(before)
 
 
 def threads():

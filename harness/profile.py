@@ -27,35 +27,44 @@ def read_trace(path):
     return data["traceEvents"] if isinstance(data, dict) else data
 
 
-# A trace is the solution's file: the judge reads it in a child held to this much memory, so that a trace made to be
-# expensive to parse (empty events cost Python's json about 24 bytes a byte) fails its solution, not the judge.
-PARSE_CAP = 16 << 30
+# A trace is the solution's file: the judge reads it in a child held to this much memory, CPU time and output, so that
+# a trace made costly (empty events cost Python's json about 24 bytes a byte; a scope's path gets a row per ancestor;
+# scopes times kernels) fails its solution, not the judge.
+PARSE_CAP, CPU_CAP, OUTPUT_CAP = 16 << 30, 300, 64 << 20
 
 
 class Unreadable(RuntimeError):
     """A trace that the bounded child could not summarise (not a trace, too costly, or it crashed)."""
 
 
-def summarise(path, gpu, cap=PARSE_CAP, timeout=600):
+def summarise(path, gpu, cap=PARSE_CAP, cpu_s=CPU_CAP, output=OUTPUT_CAP):
     """(scope table, communication or None) of the trace at path, computed in a child process limited to `cap` bytes
-    of address space; Unreadable where the child fails."""
+    of address space, `cpu_s` seconds of CPU and `output` bytes of summary; Unreadable where the child fails."""
     import resource
     import subprocess
+    import tempfile
 
     def limit():
         resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (output, output))
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    code = ("import json, sys\nfrom harness import profile\ne = profile.read_trace(sys.argv[1])\n"
+    code = ("import json, signal, sys\nsignal.signal(signal.SIGXFSZ, signal.SIG_DFL)\nfrom harness import profile\n"
+            "e = profile.read_trace(sys.argv[1])\n"
             "json.dump([profile.scope_table(e), profile.overlap(e) if sys.argv[2] == '1' else None], sys.stdout)")
-    try:
-        p = subprocess.run([sys.executable, "-c", code, path, "1" if gpu else "0"], capture_output=True, text=True,
-                           cwd=root, env={**os.environ, "PYTHONPATH": root}, preexec_fn=limit, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise Unreadable(f"not summarised within {timeout} s") from None
-    if p.returncode != 0:
-        last = (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]
-        raise Unreadable(f"{last[:200]} (parsed in a child held to {cap >> 30} GiB)")
-    scopes, communication = json.loads(p.stdout)
+    with tempfile.TemporaryFile() as out:
+        try:
+            p = subprocess.run([sys.executable, "-c", code, path, "1" if gpu else "0"], stdout=out,
+                               stderr=subprocess.PIPE, cwd=root, env={**os.environ, "PYTHONPATH": root},
+                               preexec_fn=limit, timeout=2 * cpu_s)
+        except subprocess.TimeoutExpired:
+            raise Unreadable(f"not summarised within {2 * cpu_s} s") from None
+        if p.returncode != 0:
+            last = (p.stderr.decode(errors="replace").strip().splitlines() or [f"exit {p.returncode}"])[-1]
+            raise Unreadable(f"{last[:200]} (parsed in a child held to {cap >> 30} GiB, {cpu_s} s of CPU and "
+                             f"{output >> 20} MiB of summary)")
+        out.seek(0)
+        scopes, communication = json.loads(out.read())
     return scopes, communication
 
 

@@ -188,6 +188,9 @@ class Checker(ast.NodeVisitor):
             if dtype:
                 self.add(node, "narrow-numerics", f"`{ast.unparse(node)[:60]}` uses the dtype `{min(dtype)}`, "
                                                   f"which {rules.phrase('narrow-numerics')}")
+        if name == "type" and method and values and not all(self.names.qualify(a) or const_str(a) for a in values):
+            # Tensor.type takes a type's name as text: one built at run time hides the dtype ("torch.CharTensor")
+            self.add(node, "dynamic-name", f"`{ast.unparse(node)[:60]}` casts to a type named at run time")
         if name == "view" and method and any(self.names.qualify(a) & set(rules.INT_DTYPES) for a in values):
             self.add(node, "narrow-numerics", f"`{ast.unparse(node)[:60]}` reinterprets a tensor's bits as integers "
                                               f"(bit masks round to a coarse grid), which "

@@ -214,6 +214,7 @@ TABLE = (
                 "torch.searchsorted", "numpy.digitize", "numpy.searchsorted", "torch.floor_divide", "torch.remainder",
                 "torch.fmod", "torch.utils._dtype_abbrs"),
          attributes=("round", "round_", "__round__", "frexp", "ldexp", "ldexp_", "rint", "nearbyint", "char", "byte",
+                     "frac", "frac_",
                      "floor_divide", "floor_divide_", "remainder", "remainder_", "fmod", "fmod_"),
          cpp=(Cpp("text", NARROW_TEXT, "uses a number format narrower than bf16"),
               Cpp("text", re.compile(r"\b(at|torch|c10|ScalarType)\s*::\s*(k?Q?U?Int8|kChar|kByte|Char|Byte|"
@@ -236,7 +237,9 @@ TABLE = (
                 "numpy": "has dtypes and type codes ('b', 'i1') narrower than bf16 that no list of names covers; a "
                          "decode needs no numpy",
                 "torch.from_numpy": "takes numpy's dtypes ('b', 'i1': int8), narrower than bf16",
-                "char": "casts to int8, narrower than bf16", "byte": "casts to uint8, narrower than bf16"}),
+                "char": "casts to int8, narrower than bf16", "byte": "casts to uint8, narrower than bf16",
+                **dict.fromkeys(("frac", "frac_"), "splits off the fraction (x - x.frac() truncates), narrower than "
+                                                   "bf16")}),
     Rule("private-name", "a library's private names (a leading underscore: `torch._int_mm`, "
                          "`torch.ops.aten._cast_Char`, `torch._utils`) and Python's object machinery called by its "
                          "dunder names (`x.__getattr__(name)`, `__reduce__`) are doors no list of public names "

@@ -63,6 +63,8 @@ PY_FIRES = [
     ("narrow-numerics", "import numpy\nd = numpy.zeros(1, 'b')"),
     ("narrow-numerics", "import torch\ndef f(w, s):\n    q = w / s\n    return q.to(torch.int32)"),
     ("narrow-numerics", "def f(q):\n    return q.trunc()"),
+    ("narrow-numerics", "def f(y):\n    return y - y.frac()"),
+    ("dynamic-name", "import json\ndef f(w):\n    return w.type(json.loads('\"torch.Float\"'))"),
     ("foreign-code", "import typing\ndef f(x: T):\n    pass\nh = typing.get_type_hints(f)"),
     ("foreign-code", "import torch.fx\ng = torch.fx.Graph()"),
     ("foreign-code", "from diffusers.pipelines.pipeline_loading_utils import get_class_obj_and_candidates"),

@@ -34,3 +34,20 @@ def test_a_replaced_function_is_named():
     finally:
         torch.Tensor.sort = real
     assert guards.tampered(torch, before, modes) == []
+
+
+def test_a_precision_switch_left_narrower_is_tampering_and_one_made_stricter_is_not():
+    """torch's reduced-precision and TF32 switches turned on after the snapshot narrow every later matmul or conv;
+    turned off, they do not."""
+    saved = torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction, torch.backends.cudnn.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+        before, modes = guards.snapshot(torch), guards.modes(torch)
+        torch.backends.cudnn.allow_tf32 = False          # stricter: fine
+        assert guards.tampered(torch, before, modes) == []
+        torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = True
+        assert guards.tampered(torch, before, modes) == [
+            "left torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction at True (it was False): narrower "
+            "arithmetic"]
+    finally:
+        torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction, torch.backends.cudnn.allow_tf32 = saved

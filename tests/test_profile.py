@@ -208,3 +208,11 @@ def test_a_trace_too_costly_to_parse_fails_in_a_bounded_child(tmp_path):
     trace.write_text(json.dumps({"traceEvents": events}))
     scopes, communication = profile.summarise(str(trace), False, cap=160 << 20)     # the same cap: the bomb's cost
     assert scopes == profile.scope_table(events) and communication is None
+    # A scope whose path has many parts: a row per ancestor, a summary many times the trace's size.
+    deep = [{"cat": "kernel", "ph": "X", "ts": 0, "dur": 1, "pid": 0, "name": "k"},
+            {"cat": "gpu_user_annotation", "ph": "X", "ts": 0, "dur": 10, "pid": 0,
+             "name": "decoder" + ("/" + "x" * 2048) * 64}]
+    trace.write_text(json.dumps({"traceEvents": deep}))         # 130 kB
+    with pytest.raises(profile.Unreadable, match="MiB of summary"):
+        profile.summarise(str(trace), True, output=1 << 20)
+    assert len(profile.summarise(str(trace), True)[0]) == 65

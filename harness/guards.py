@@ -5,6 +5,7 @@ rank's own checks included), and which threads a call left running.
 These run in the rank's process, after the solution was imported, so a solution can defeat them: they are a second
 line only. Nothing the judge decides rests on them alone (the time is the judge's clock, the figures are computed
 from `out` in the judge's process); they give a clearer reason when a solution tampers openly."""
+import os
 import threading
 import time
 import builtins
@@ -46,9 +47,18 @@ def replaced(torch, before):
     out = []
     for label, names in before.items():
         cur = now.get(label, {})
-        out += [f"{label}.{k}" for k, v in names.items() if cur.get(k, _MISSING) is not v]
+        out += [f"{label}.{k}" for k, v in names.items() if cur.get(k, _MISSING) is not v and
+                not _dynamo_wrapped(torch, cur.get(k), v)]
         out += [f"{label}.{k}" for k in cur.keys() - names.keys() if _shadows(label, k, before)]
     return sorted(out)
+
+
+def _dynamo_wrapped(torch, new, old):
+    """torch._dynamo's import wraps a few of torch's functions (torch.manual_seed) in its disable wrapper, which calls
+    the original and nothing else: that is torch.compile's doing, not the solution's."""
+    code = getattr(new, "__code__", None)
+    return getattr(new, "__wrapped__", None) is old and code is not None and \
+        code.co_filename == os.path.join(os.path.dirname(torch.__file__), "_compile.py")
 
 
 def _shadows(label, name, before):

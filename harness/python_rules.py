@@ -191,7 +191,18 @@ class Checker(ast.NodeVisitor):
         if name == "type" and method and values and not all(self.names.qualify(a) or const_str(a) for a in values):
             # Tensor.type takes a type's name as text: one built at run time hides the dtype ("torch.CharTensor")
             self.add(node, "dynamic-name", f"`{ast.unparse(node)[:60]}` casts to a type named at run time")
-        if name == "view" and method and any(self.names.qualify(a) & set(rules.INT_DTYPES) for a in values):
+        quals = self.names.qualify(f)
+        backend = next((k.value for k in node.keywords if k.arg == "backend"), None)
+        if "torch.compile" in quals and backend is not None and const_str(backend) not in rules.COMPILE_BACKENDS:
+            self.add(node, "foreign-code", f"`{ast.unparse(node)[:60]}`: a backend of the solution's own rewrites the "
+                                           f"traced graph by names the audit cannot follow")
+        if quals & {"triton.language.dtype", "torch.dtype"} and not all(const_str(a) for a in values):
+            self.add(node, "dynamic-name", f"`{ast.unparse(node)[:60]}` makes a dtype from a name built at run time")
+        if "triton.language.dot" in quals and any(k.arg == "out_dtype" and not self.names.qualify(k.value) &
+                                                  {"triton.language.float32"} for k in node.keywords):
+            self.add(node, "narrow-numerics", f"`{ast.unparse(node)[:60]}` accumulates in less than fp32, which "
+                                              f"{rules.phrase('narrow-numerics')}")
+        if name == "view" and any(self.names.qualify(a) & set(rules.INT_DTYPES) for a in values):
             self.add(node, "narrow-numerics", f"`{ast.unparse(node)[:60]}` reinterprets a tensor's bits as integers "
                                               f"(bit masks round to a coarse grid), which "
                                               f"{rules.phrase('narrow-numerics')}")

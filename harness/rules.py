@@ -40,12 +40,12 @@ def calls(names):
 
 # Narrow formats. In Python identifiers `float4` is a dtype; in C++ it is CUDA's 4-vector, so the text pattern
 # (also used for Python strings, which may hold CUDA source) names the formats by their exponent/mantissa split.
-_NARROW_COMMON = (r"e4m3|e5m2|e2m1|e3m2|e2m3|e8m0|nvfp4|nvf4|mxfp|mxf[468]|f8f6f4|_scaled_mm|_int_mm|"
+_NARROW_COMMON = (r"e4m3|e5m2|e2m1|e3m2|e2m3|e8m0|nvfp4|nvf4|mxfp|mxf[468]|f8f6f4|scaled_(grouped_)?mm|_int_mm|"
                   r"int[48]pack_mm|quantize_per_")
 NARROW_PY = re.compile(r"(?i)(float8|fp8|float6|fp6|float4|fp4)(?!\d)|(?<![a-z0-9])q(u)?int\d|"
                        r"(?<![a-z0-9])u?int[2-8](?!\d)|quantize|fake_quant|(char|byte)(tensor|storage)|"
                        r"(float|double|half|bfloat16)2u?(int|ll|short|char)_r[nzdu]|" + _NARROW_COMMON)
-NARROW_TEXT = re.compile(r"(?i)(fp8|fp6|fp4|float8)(?!\d)|__nv_fp|dp4a|dp2a|\.[su][48]\.[su][48]|\.b1\.b1|"
+NARROW_TEXT = re.compile(r"(?i)(fp8|fp6|fp4|float8)(?!\d)|\bu?int8_t\b|__nv_fp|dp4a|dp2a|\.[su][48]\.[su][48]|\.b1\.b1|"
                          r"precision::(s4|u4|b1)|kind::i8|\bu?int[1-4]b_t\b|\bbin1_t\b|" + _NARROW_COMMON)
 # torch's private switches of the dispatcher and of function/dispatch modes, on any object.
 ATTR_PATTERN = re.compile(r"^_(dispatch_|set_torch_function|set_torch_dispatch|push_on_torch|pop_torch|"
@@ -145,9 +145,11 @@ TABLE = (
                 "torch.cuda.memory.change_current_allocator", "torch.cuda.change_current_allocator", "sys.path",
                 "sys.meta_path", "sys.path_hooks", "sys.path_importer_cache", "pydoc", "torch.jit", "torch.fx",
                 "typing.get_type_hints", "typing.ForwardRef", "typing.evaluate_forward_ref",
-                "functools.singledispatch", "functools.singledispatchmethod", "diffusers.*"),
+                "functools.singledispatch", "functools.singledispatchmethod", "diffusers.*", "torch.ops",
+                "torch.utils.benchmark", "triton.language.inline_asm_elementwise", "torch.utils.collect_env"),
          attributes=("load_library", "__import__", "__array_interface__", "__cuda_array_interface__",
-                     "__array_struct__"),
+                     "__array_struct__", "inline_asm_elementwise"),
+         definitions=("__array_interface__", "__cuda_array_interface__", "__array_struct__"),
          cpp=(Cpp("include", re.compile(r"(^|/)(dlfcn\.h|windows\.h|pybind11/embed\.h|pybind11/eval\.h|nvrtc\.h|"
                                         r"nvJitLink\.h)$"), "includes a dynamic-loading or JIT header"),
               Cpp("text", re.compile(
@@ -270,7 +272,8 @@ ALLOWED = (
 NARROW_DTYPES = ("torch.int8", "torch.uint8", "torch.qint8", "torch.quint8", "torch.qint32", "torch.quint4x2",
                  "torch.quint2x4", "triton.language.int8", "triton.language.uint8", "numpy.int8", "numpy.uint8",
                  "int8", "uint8")
-INT_DTYPES = ("torch.int16", "torch.int32", "torch.int64", "torch.long", "torch.int", "torch.short",
+INT_DTYPES = ("torch.int16", "torch.int32", "torch.int64", "torch.long", "torch.int", "torch.short", "torch.uint16",
+              "torch.uint32", "torch.uint64",
               "triton.language.int16", "triton.language.int32", "triton.language.int64", "numpy.int16",
               "numpy.int32", "numpy.int64")
 INT_CASTS = ("int", "long", "short")         # tensor methods
@@ -302,6 +305,8 @@ KNOWN_MODULES = {"torch", "triton", "numpy", "math", "cmath", "functools", "iter
                  "__future__", "copy", "statistics", "fractions", "decimal", "bisect", "heapq", "array", "struct",
                  "diffusers", "einops", "time", "random", "json", "textwrap", "types", "weakref", "hashlib", "zlib",
                  "base64", "binascii"}
+# torch.compile's backends by name: torch's own compilers (a function of the solution's would get the graph to rewrite).
+COMPILE_BACKENDS = ("inductor", "cudagraphs", "eager", "aot_eager")
 # Rules an allowance cannot silence: the audit is the only check of what they forbid, so a solution's own comment
 # would waive the rule for itself.
 BINDING = {"narrow-numerics", "foreign-code", "private-name", "monkeypatch", "harness-import", "unaudited-file"}

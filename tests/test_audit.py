@@ -64,6 +64,16 @@ PY_FIRES = [
     ("narrow-numerics", "import torch\ndef f(w, s):\n    q = w / s\n    return q.to(torch.int32)"),
     ("narrow-numerics", "def f(q):\n    return q.trunc()"),
     ("narrow-numerics", "def f(y):\n    return y - y.frac()"),
+    ("narrow-numerics", "import torch\ndef f(w):\n    return torch.Tensor.view(w, torch.uint16) & 0xFF00"),
+    ("narrow-numerics", "import torch\ndef f(a, b, s):\n    return torch.nn.functional.scaled_mm(a, b, s, s)"),
+    ("narrow-numerics", "import triton.language as tl\ndef k(a, b):\n    return tl.dot(a, b, out_dtype=tl.float16)"),
+    ("dynamic-name", "import triton.language as tl\nd = tl.dtype('fp' + str(8) + 'e4nv')"),
+    ("foreign-code", "import torch\nc = torch.ops.aten.to.dtype"),
+    ("foreign-code", "import torch\ndef be(gm, x):\n    return gm.forward\nf = torch.compile(abs, backend=be)"),
+    ("foreign-code", "import torch.utils.collect_env as c\nc.run('true')"),
+    ("foreign-code", "import torch.utils.benchmark as b\nt = b.Timer(stmt='x')"),
+    ("foreign-code", "import triton.language as tl\nf = tl.inline_asm_elementwise"),
+    ("foreign-code", "class T:\n    @property\n    def __cuda_array_interface__(self):\n        return {}"),
     ("dynamic-name", "import json\ndef f(w):\n    return w.type(json.loads('\"torch.Float\"'))"),
     ("foreign-code", "import typing\ndef f(x: T):\n    pass\nh = typing.get_type_hints(f)"),
     ("foreign-code", "import torch.fx\ng = torch.fx.Graph()"),
@@ -289,6 +299,7 @@ PY_QUIET = [
     "def f(x):\n    return x.open(), x.read(), x.write, x.mmap_mode, x.load, x.save",
     "import torch\nx = torch.zeros(1, dtype=torch.float16).to(torch.bfloat16).to(torch.float32)",
     "import torch\nx = torch.float64\ny = torch.int16\nz = torch.int64",
+    "import torch\nf = torch.compile(abs, backend='inductor', dynamic=True)",
     "class C:\n    def __init__(self):\n        super().__init__()\n        self._rows = 1\n    def f(self):\n"
     "        return self._rows, self.__class__.__name__",
     "import reference\np = reference._path('decoder.conv_in')",     # the project's own names: audited there
@@ -654,7 +665,7 @@ def test_review_cpp_narrow_numerics(tmp_path, phrase, source):
 
 def test_review_cpp_near_miss_is_quiet(tmp_path):
     report = audit_cpp(tmp_path, "int n = (a + b - 1) / b; float y = floorf(x); double c = std::ceil(n / 2.0);\n"
-                                 "uint8_t* p = 0; int8_t q = 0; auto t = torch::kBFloat16; auto u = at::kFloat;\n")
+                                 "auto t = torch::kBFloat16; auto u = at::kFloat;\n")
     assert report.ok, audit.format_report(report)
 
 

@@ -51,3 +51,27 @@ def test_a_precision_switch_left_narrower_is_tampering_and_one_made_stricter_is_
             "arithmetic"]
     finally:
         torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction, torch.backends.cudnn.allow_tf32 = saved
+
+
+def test_torch_compiles_own_wrapper_is_not_tampering_and_a_lookalike_is():
+    """Importing torch._dynamo (torch.compile's first use) wraps torch.manual_seed in its disable wrapper, which calls
+    the original only: an honest solution's compile is not tampering. A wrapper of the solution's own, even one that
+    names the original as __wrapped__, is."""
+    import functools
+    import torch._dynamo  # noqa: F401
+    wrapped = torch.manual_seed
+    orig = getattr(wrapped, "__wrapped__", None)
+    assert orig is not None and orig is not wrapped, "torch._dynamo no longer wraps torch.manual_seed"
+    torch.manual_seed = orig
+    try:
+        before, modes = guards.snapshot(torch), guards.modes(torch)
+        torch.manual_seed = wrapped
+        assert guards.tampered(torch, before, modes) == []
+
+        @functools.wraps(orig)
+        def lookalike(*args, **kwargs):
+            return orig(*args, **kwargs)
+        torch.manual_seed = lookalike
+        assert guards.tampered(torch, before, modes) == ["replaced torch.manual_seed"]
+    finally:
+        torch.manual_seed = wrapped

@@ -174,6 +174,19 @@ def test_network_state_stays_in_its_groups_namespace(tiny_data, tmp_path):
             assert any("found the mark of an earlier group" in (rec["reason"] or "") for rec in recs.values()), recs
 
 
+@pytest.mark.slow
+def test_an_honest_torch_compile_is_not_tampering(tiny_data, tmp_path):
+    """tests/probes/compiles.py passes: torch._dynamo's wrapper of torch.manual_seed is torch's, not the solution's."""
+    import json
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = tmp_path / "r.json"
+    subprocess.run([sys.executable, "bench.py", os.path.join(root, "tests", "probes", "compiles.py"), "--tiny",
+                    "--workloads", "f1x1", "--json", str(out)], cwd=root, env=tiny_data, capture_output=True,
+                   text=True, timeout=600)
+    rec = json.loads(out.read_text())["workloads"]["f1x1"]
+    assert rec["passed"], rec["reason"]
+
+
 def test_cgroups_of_judges_that_are_gone_are_swept():
     """A judge killed before its end leaves its empty cgroups; the next run removes them, never a live judge's."""
     from harness import jail

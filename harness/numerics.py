@@ -1,0 +1,90 @@
+"""audit.py's arithmetic checks of one call (the narrow-numerics rule's, and dtypes named at run time): int8 dtypes as
+arguments, rounding to a grid (floor/ceil/trunc with a scale, integer casts, clamps to a narrow format's range,
+rounded divisions scaled back), tensors viewed as integers, Triton dtypes built from text and `tl.dot` accumulating
+below fp32, torch.compile with a backend of the solution's own."""
+import ast
+
+from harness import rules
+from harness.names import const_str, number
+
+
+def scaling(node, ops=(ast.Div, ast.Mult)):
+    """Whether `node` divides or multiplies: `a / s`, `a * s`, `a.div(s)`, `torch.mul(a, s)`."""
+    if isinstance(node, ast.BinOp):
+        return isinstance(node.op, ops)
+    f = node.func if isinstance(node, ast.Call) else None
+    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+    return name in rules.DIVIDES + (rules.MULTIPLIES if ast.Mult in ops else ())
+
+
+def check(self, node):
+    """Findings of the call `node` through `self`, the file's python_rules.Checker: int8 dtypes as arguments;
+    rounding to a grid: floor/ceil/trunc with a scale, an integer cast of a quotient, clamps to a narrow format's
+    range, division rounding modes applied to a scale."""
+    f = node.func
+    method = isinstance(f, ast.Attribute) and not self.names.qualify(f.value)   # a value's method, not a module's
+    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    library = any(q.split(".")[0] in ("torch", "numpy", "triton") for q in self.names.qualify(f))
+    operand = f.value if method else node.args[0] if node.args else None
+    args = node.args if method else node.args[1:]
+    values = node.args + [k.value for k in node.keywords]
+    kw_dtype = [k.value for k in node.keywords if k.arg == "dtype"]
+    outer = self.parent.get(node)     # the result scaled back: `r * s`, `r.mul(s)`, `torch.div(r, s)`,
+    for _ in range(4):                # also after casts back: `r.float() * s`, `r.to(dtype).mul(s)`
+        if not isinstance(outer, (ast.Attribute, ast.Call)) or scaling(outer):
+            break
+        outer = self.parent.get(outer)
+    scaled_result = outer is not None and scaling(outer)
+    typed = name in ("to", "type", "astype", "view", "dtype")
+    for a in values:
+        dtype = {*self.names.qualify(a), const_str(a) if typed or a in kw_dtype else None} & \
+            set(rules.NARROW_DTYPES)
+        if dtype:
+            self.add(node, "narrow-numerics", f"`{ast.unparse(node)[:60]}` uses the dtype `{min(dtype)}`, "
+                                              f"which {rules.phrase('narrow-numerics')}")
+    if name == "type" and method and values and not all(self.names.qualify(a) or const_str(a) for a in values):
+        # Tensor.type takes a type's name as text: one built at run time hides the dtype ("torch.CharTensor")
+        self.add(node, "dynamic-name", f"`{ast.unparse(node)[:60]}` casts to a type named at run time")
+    quals = self.names.qualify(f)
+    backend = next((k.value for k in node.keywords if k.arg == "backend"), None)
+    if "torch.compile" in quals and backend is not None and const_str(backend) not in rules.COMPILE_BACKENDS:
+        self.add(node, "foreign-code", f"`{ast.unparse(node)[:60]}`: a backend of the solution's own rewrites the "
+                                       f"traced graph by names the audit cannot follow")
+    if quals & {"triton.language.dtype", "torch.dtype"} and not all(const_str(a) for a in values):
+        self.add(node, "dynamic-name", f"`{ast.unparse(node)[:60]}` makes a dtype from a name built at run time")
+    if "triton.language.dot" in quals and any(k.arg == "out_dtype" and not self.names.qualify(k.value) &
+                                              {"triton.language.float32"} for k in node.keywords):
+        self.add(node, "narrow-numerics", f"`{ast.unparse(node)[:60]}` accumulates in less than fp32, which "
+                                          f"{rules.phrase('narrow-numerics')}")
+    if name == "view" and any(self.names.qualify(a) & set(rules.INT_DTYPES) for a in values):
+        self.add(node, "narrow-numerics", f"`{ast.unparse(node)[:60]}` reinterprets a tensor's bits as integers "
+                                          f"(bit masks round to a coarse grid), which "
+                                          f"{rules.phrase('narrow-numerics')}")
+    if not (method or library):
+        return
+    shown = f"`{ast.unparse(node)[:60]}`"
+    grid = f"rounds to a coarse grid (quantize/dequantize), which {rules.phrase('narrow-numerics')}"
+    if name in rules.FLOORS and operand is not None and (scaled_result or any(map(scaling, ast.walk(operand)))):
+        self.add(node, "narrow-numerics", f"{shown} with a scale {grid}")
+    elif name.startswith(("trunc", "fix")) and operand is not None:     # no index needs them, scale or not
+        self.add(node, "narrow-numerics", f"{shown} truncates a tensor to integers: {grid}")
+    int_cast = name in rules.INT_CASTS and not values or name in ("to", "type", "astype") and any(
+        self.names.qualify(a) & set(rules.INT_DTYPES) for a in values)
+    if method and int_cast and (any(scaling(n, (ast.Div,)) for n in ast.walk(f.value)) or
+                                scaled_result and any(scaling(n) for n in ast.walk(f.value))):
+        self.add(node, "narrow-numerics", f"{shown}, an integer cast of a quotient, {grid}")
+    elif method and (name in ("int", "short") and not values or name in ("to", "type") and any(
+            self.names.qualify(a) & set(rules.ROUNDING_CASTS) for a in values)):
+        # the quotient may be lines away; indices need int64 only
+        self.add(node, "narrow-numerics", f"{shown}, a cast to a 16- or 32-bit integer type, {grid}")
+    if any(k.arg == "rounding_mode" and const_str(k.value) in ("floor", "trunc") for k in node.keywords) \
+            and scaled_result:
+        self.add(node, "narrow-numerics", f"{shown}, a rounded division scaled back, {grid}")
+    if name in rules.CLAMPS:
+        keys = {k.arg: number(k.value) for k in node.keywords}
+        lo = number(args[0]) if args else keys.get("min", keys.get("a_min"))
+        hi = number(args[1]) if len(args) > 1 else keys.get("max", keys.get("a_max"))
+        if (lo, hi) in rules.NARROW_RANGES or (lo is None or hi is None) and \
+                {abs(b) for b in (lo, hi) if b is not None} & set(rules.NARROW_LIMITS):
+            self.add(node, "narrow-numerics", f"{shown} clamps to a narrow format's range (quantize/dequantize), "
+                                              f"which {rules.phrase('narrow-numerics')}")

@@ -108,6 +108,7 @@ def test_bench_page_of_a_timed_run_in_a_new_folder(bench_report, tmp_path):
     assert 'src="roofline-reference.png"' in open(index).read()
 
 
+@pytest.mark.slow
 def test_maps_without_a_report_go_into_a_folder_of_the_run(tiny_data, tmp_path):
     """Without --report a failing call's map is drawn into error-maps/<UTC time>-<pid>/ under the working directory,
     which the JSON's `picture` and the console name; a passing run without --maps makes no folder."""

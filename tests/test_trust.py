@@ -69,7 +69,7 @@ INPUTS = {
 }
 
 
-INPUTS_DEFAULT = ("replays_slowly.py", "predicts_data.py", "int8_weights.py")
+INPUTS_DEFAULT = ("replays_slowly.py", "predicts_data.py")     # the rest in the slow tier's "all"
 
 
 @pytest.mark.parametrize("cheats", [INPUTS_DEFAULT, pytest.param(tuple(INPUTS), marks=pytest.mark.slow)],

@@ -27,10 +27,10 @@ def failures(report):
     return {c["name"]: (c["status"], c["reason"] or "") for c in report["checks"] if c["status"] != "passed"}
 
 
-# The reference's gate run is in the slow tier (test_honest_solutions_pass_every_time): 15 s of the default tier's
-# 4-minute budget on a 2-core machine, for a path the baseline's run here takes too.
+# Both gate runs are in the slow tier (22 s each of the default tier's 4-minute budget on a 2-core machine); the
+# default tier's cheats pass the same gate's every check but the one each fails.
 @pytest.mark.parametrize("solution", [pytest.param("solutions/reference", marks=pytest.mark.slow),
-                                      "solutions/baseline"])
+                                      pytest.param("solutions/baseline", marks=pytest.mark.slow)])
 def test_honest_solutions_pass(tiny_data, tmp_path, solution):
     """Every world, fresh latents and one stored workload per world."""
     p, report, xml = gate(tiny_data, tmp_path, solution, "--workloads", "f5x1,f121x2,f17x4")

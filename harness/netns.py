@@ -71,7 +71,3 @@ def enter(fd):
         err = ctypes.get_errno()
         raise OSError(err, f"setns into the group's network namespace failed: {os.strerror(err)}")
 
-
-def inode(pid="self"):
-    """The network namespace of a process, as the kernel numbers it."""
-    return os.stat(f"/proc/{pid}/ns/net").st_ino

@@ -278,7 +278,7 @@ INT_DTYPES = ("torch.int16", "torch.int32", "torch.int64", "torch.long", "torch.
               "numpy.int32", "numpy.int64")
 INT_CASTS = ("int", "long", "short")         # tensor methods
 # Casts to these round a float tensor to integers whatever the expression: no index needs them (indices are int64).
-ROUNDING_CASTS = ("int", "short", "torch.int16", "torch.int32", "torch.int", "torch.short", "triton.language.int16",
+ROUNDING_CASTS = ("torch.int16", "torch.int32", "torch.int", "torch.short", "triton.language.int16",
                   "triton.language.int32", "numpy.int16", "numpy.int32")
 FLOORS = ("floor", "floor_", "ceil", "ceil_", "trunc", "trunc_", "fix", "fix_")
 DIVIDES = ("div", "div_", "divide", "divide_", "true_divide", "true_divide_")

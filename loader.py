@@ -238,16 +238,20 @@ def load(path):
     return solution
 
 
-# The build child: locked down (harness/sandbox.py) before torch and the compiler run, so that the solution's code
-# that runs at build time (a global constructor in the extension, which cpp_extension loads) reads no more than a
-# rank may and writes only the build folder and its own scratch folder.
+# The build child: confined as a rank is (harness/syscalls.py, harness/sandbox.py) before torch and the compiler run,
+# so that the solution's code that runs at build time (a global constructor in the extension, which cpp_extension
+# loads) reads no more than a rank may, writes only the build folder and its own scratch folder, holds no
+# capabilities, cannot touch the judge's limits, and leaves no IPC object or network state behind.
 _BUILD_CHILD = """import json, os, sys
 sys.path.insert(0, {root!r})
 import loader
-from harness import sandbox
+from harness import sandbox, syscalls
 try:
     d = loader.describe({path!r})
     if {lock!r} is not None:      # before torch (build_dir's machine tag imports it) starts threads
+        # What a rank gives up (harness/syscalls.py): no capabilities, the seccomp filter (no prlimit of the judge),
+        # IPC and network namespaces of its own (what it makes there goes with it; nothing to connect to).
+        syscalls.confine(net="new", whole=True)
         sandbox.lock(read=sandbox.allowed_reads(exclude={lock!r}) + [os.path.abspath({path!r})],
                      write=[{build!r}, {scratch!r}], devices=["/dev/null", "/dev/zero", "/dev/urandom"])
     loader.build(d)
@@ -262,11 +266,11 @@ def build_in_child(path, timeout, exclude=None):
     or the failure in a few lines: what failed and the compiler's first error. exclude: the folders it must not
     read (the data, the repository), for a child locked down as a rank is, or None (no Landlock: not locked). The
     child gets the platform's environment only (never the judge's), runs in a cgroup of its own where there is one,
-    and nothing it starts outlives it."""
-    import shutil
+    confined as a rank is where it is locked (no capabilities, the seccomp filter, IPC and network namespaces of its
+    own), and nothing it starts outlives it."""
     import tempfile
 
-    from harness import env, procs
+    from harness import disk, env, procs
     from harness.jail import Jail
     procs.become_subreaper()         # what it detaches stays below the judge, where it is found
     before = procs.descendants()
@@ -313,7 +317,7 @@ def build_in_child(path, timeout, exclude=None):
             procs.reap(left)     # re-parented to the judge: a zombie would keep its cgroup from going
         if jail is not None:
             jail.remove()
-        shutil.rmtree(scratch, ignore_errors=True)
+        disk.remove(scratch)
     out, err = [f.seek(0) or f.read() for f in logs]
     for f in logs:
         f.close()

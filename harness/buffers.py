@@ -1,10 +1,13 @@
 """The tensors the judge owns and lends to the ranks: each rank's weights and latents, rank 0's out.
 
-On the CPU they are files that both sides map (`torch.from_file(shared=True)`); on GPUs they are the judge's device
-memory, which a rank maps through CUDA IPC. A rank attaches them before it imports the solution; the judge writes
+On the CPU they are sealed memory files that both sides map (the rank gets their descriptors; nobody can change
+their size, so no rank can truncate one under the judge's mapping, which would kill the judge with SIGBUS); on GPUs
+they are the judge's device memory, each alone in its allocation (CUDA IPC maps a rank the whole allocation a tensor
+lies in), which a rank maps through CUDA IPC. A rank attaches them before it imports the solution; the judge writes
 the latents and poisons `out` itself, and reads `out` and checks the inputs itself, so no code of the harness needs
 to run in the rank around a call. Each rank gets its own weights and latents (a rank that scribbles on its inputs
 harms only itself, and the judge sees it)."""
+import fcntl
 import math
 import os
 import pickle
@@ -24,13 +27,42 @@ def latent_numel(latent_frames, geometry):
     return geometry.latent_channels * latent_frames * math.prod(geometry.latent_hw)
 
 
+# The caching allocator gives a request of at least 10 MiB an allocation of its own, rounded up to 2 MiB (a smaller
+# one shares a 2 or 20 MiB allocation): a lent GPU buffer takes at least 5 pages of 2 MiB, in whole pages.
+PAGE, MIN_PAGES = 1 << 20, 5        # bf16 elements in 2 MiB
+
+
+def sealed(name, size):
+    """A memory file of `size` bytes whose size is sealed: a rank keeps a descriptor of it (Python's mmap keeps a
+    copy of the one it maps), and Landlock lets a descriptor opened before the lock truncate its file."""
+    fd = os.memfd_create(f"wan-{name}", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    os.ftruncate(fd, size)
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+    return fd
+
+
+def alone(t):
+    """Raise unless GPU tensor `t`'s storage is the whole of its allocation (its CUDA IPC segment): what a rank maps
+    of the judge's memory must hold nothing else."""
+    import torch
+    base, size = t.untyped_storage().data_ptr(), t.untyped_storage().nbytes()
+    for seg in torch.cuda.memory_snapshot():
+        if seg["address"] <= base < seg["address"] + seg["total_size"]:
+            if seg["address"] == base and seg["total_size"] == size and len(seg["blocks"]) == 1:
+                return
+            raise RuntimeError(f"a lent GPU buffer of {size} bytes shares an allocation of {seg['total_size']} "
+                               f"bytes with {len(seg['blocks']) - 1} other block(s)")
+    raise RuntimeError("a lent GPU buffer is not in the caching allocator's snapshot")
+
+
 class Buffers:
     """Weights (with a pristine copy), latents (with the call's staged copy) per rank, and out on rank 0's device,
     sized for `max_frames` latent frames; made once per run and lent to every group."""
 
-    def __init__(self, geometry, cpu, world, max_frames, folder):
+    def __init__(self, geometry, cpu, world, max_frames):
         import torch
-        self.torch, self.geometry, self.cpu, self.folder = torch, geometry, cpu, folder
+        self.torch, self.geometry, self.cpu = torch, geometry, cpu
+        self.fds, self.pools = {}, {}
         self.shapes = [shape for _, shape in spec.weight_list(geometry)]
         self.devices = [torch.device("cpu") if cpu else torch.device("cuda", r) for r in range(world)]
         self.max_frames = max_frames
@@ -50,17 +82,36 @@ class Buffers:
     def _alloc(self, name, numel, device):
         torch = self.torch
         if device.type == "cpu":
-            path = os.path.join(self.folder, name)
-            with open(path, "wb") as f:
-                f.truncate(numel * 2)
-            return torch.from_file(path, shared=True, size=numel, dtype=torch.bfloat16)
-        return torch.empty(numel, dtype=torch.bfloat16, device=device)
+            fd = self.fds[name] = sealed(name, numel * 2)
+            return torch.from_file(f"/proc/self/fd/{fd}", shared=True, size=numel, dtype=torch.bfloat16)
+        # A pool of these buffers' own, in whole pages: nothing else of the judge's (the staged latents, the
+        # references of fresh latents) is ever placed in an allocation a rank maps, and no tail is split off.
+        pool = self.pools.get(device)
+        if pool is None:
+            pool = self.pools[device] = torch.cuda.MemPool()
+        with torch.cuda.use_mem_pool(pool, device=device):
+            t = torch.empty(max(-(-numel // PAGE), MIN_PAGES) * PAGE, dtype=torch.bfloat16, device=device)
+        alone(t)
+        return t[:numel]
+
+    def lent_fds(self, rank):
+        """The descriptors rank `rank` inherits (the CPU's memory files; none on GPUs)."""
+        names = [f"weights{rank}", f"z{rank}"] + (["out"] if rank == 0 else [])
+        return tuple(self.fds[n] for n in names if n in self.fds)
+
+    def close(self):
+        for fd in self.fds.values():
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.fds = {}
 
     def lend(self, rank):
         """What rank `rank` needs to map its tensors (pickled; the rank calls attach() with it)."""
         def ref(t, name):
             if t.device.type == "cpu":
-                return ("file", os.path.join(self.folder, name), t.numel())
+                return ("fd", self.fds[name], t.numel())
             from torch.multiprocessing.reductions import reduce_tensor
             # Nested: premap() unpickles the outer level before the lock, and unpickling a CUDA handle
             # imports torch, whose threads would make the lock impossible (Landlock before ABI 8).
@@ -119,20 +170,18 @@ class Buffers:
 
 
 def premap(blob):
-    """The rank's side, before it locks itself down: map the lent files (CPU) with the standard library, and close
-    them, so that afterwards the rank needs no right on them at all (a rank that could truncate one would crash
-    the judge reading it). Returns {name: mmap} for attach()."""
+    """The rank's side, before it locks itself down: map the inherited memory files (CPU) with the standard library
+    and close their descriptors (their size is sealed either way). Returns {name: mmap} for attach()."""
     import mmap
     desc = pickle.loads(blob)
     maps = {}
     for name in ("weights", "z", "out"):
         ref = desc[name]
-        if ref is not None and ref[0] == "file":
-            fd = os.open(ref[1], os.O_RDWR)
+        if ref is not None and ref[0] == "fd":
             try:
-                maps[name] = mmap.mmap(fd, ref[2] * 2, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+                maps[name] = mmap.mmap(ref[1], ref[2] * 2, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
             finally:
-                os.close(fd)
+                os.close(ref[1])
     return maps
 
 
@@ -146,7 +195,7 @@ def attach(blob, device, maps):
         ref = desc[name]
         if ref is None:
             return None
-        if ref[0] == "file":
+        if ref[0] == "fd":
             return torch.frombuffer(maps[name], dtype=torch.bfloat16)
         fn, args = pickle.loads(ref[1])
         return fn(*args)

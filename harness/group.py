@@ -17,7 +17,6 @@ import pickle
 import resource
 import secrets
 import select
-import shutil
 import signal
 import struct
 import subprocess
@@ -36,6 +35,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLOCK = (lambda: time.clock_gettime_ns(time.CLOCK_MONOTONIC_RAW)) if hasattr(time, "CLOCK_MONOTONIC_RAW") \
     else time.monotonic_ns
 STARTUP_S = 300.0          # load, build cache, prepare, first-call autotuning
+WRITE_S = 5.0              # a command (a line) waits at most this for room in a rank's pipe: one that stays full is
+                           # a rank that stopped reading (it may open a second write end of it through /proc)
+PENDING_MAX = 2 * protocol.MAX_LINE + protocol.MAX_DONE   # a rank's unread bytes: a done and a report at most
 CPUS = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 
@@ -118,6 +120,7 @@ class Group:
             self.scratch.append(scratch)
             cmd_r, cmd_w = os.pipe()
             res_r, res_w = os.pipe()
+            os.set_blocking(cmd_w, False)      # the judge's writes have a deadline (_tell)
             self.cmds.append(cmd_w)
             self.fds.append(res_r)
             self.bufs[res_r] = bytearray()
@@ -138,8 +141,9 @@ class Group:
                      "netns_fd": self.net}
             # the run's folder on the command line only names the run in `ps` (a rank ignores it)
             try:
+                inherited = (cmd_r, res_w) + ((self.net,) if self.net else ()) + self.buffers.lent_fds(r)
                 p = subprocess.Popen([sys.executable, "-m", "harness.rank", str(cmd_r), str(res_w), run.folder],
-                                     env=environ, pass_fds=(cmd_r, res_w) + ((self.net,) if self.net else ()), stdout=log, stderr=subprocess.STDOUT,
+                                     env=environ, pass_fds=inherited, stdout=log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True, cwd=scratch)
             finally:
                 os.close(cmd_r)
@@ -159,13 +163,24 @@ class Group:
                     self.jail.remove()
                     self.jail = None
             blob = pickle.dumps(setup)
-            os.write(cmd_w, struct.pack("<Q", len(blob)))
-            self._write(cmd_w, blob)
+            self._tell(r, struct.pack("<Q", len(blob)) + blob, STARTUP_S)
 
-    @staticmethod
-    def _write(fd, data):
+    def _tell(self, rank, data, limit=WRITE_S):
+        """Write `data` to rank `rank`'s command pipe within `limit` seconds. A rank that stops reading its commands
+        (the pipe stays full) or closes them fails as the solution's failure; the judge never blocks on it."""
+        fd, deadline = self.cmds[rank], time.monotonic() + limit
         while data:
-            data = data[os.write(fd, data):]
+            try:
+                data = data[os.write(fd, data):]
+            except BlockingIOError:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([], [fd], [], left)[1]:
+                    raise GroupFailed("tampering", f"rank {rank} did not read its commands for {limit:.0f} s (its "
+                                                   f"command pipe stayed full)", rank)
+            except OSError as e:        # EPIPE: the read end is gone
+                if self.procs[rank].poll() is not None:
+                    self._died(rank)
+                raise GroupFailed("tampering", f"rank {rank} closed its command pipe ({e.strerror})", rank)
 
     # -- the protocol
     def _lines(self, deadline, wanted):
@@ -196,6 +211,10 @@ class Group:
                 if len(self.bufs[fd]) > MAX_LINE and self.bufs[fd].find(b"\n") < 0:
                     raise GroupFailed("tampering", f"rank {self.fds.index(fd)} sent a line of more than "
                                                    f"{MAX_LINE} bytes", self.fds.index(fd))
+                if len(self.bufs[fd]) > PENDING_MAX:    # lines the judge has not asked for pile up in its memory
+                    raise GroupFailed("tampering", f"rank {self.fds.index(fd)} sent more than {PENDING_MAX} bytes "
+                                                   f"the judge had not read (a rank owes a done and a report)",
+                                      self.fds.index(fd))
             for rank, p in enumerate(self.procs):
                 if p.poll() is not None and not self.bufs[self.fds[rank]] and \
                         not select.select([self.fds[rank]], [], [], 0)[0]:
@@ -279,8 +298,8 @@ class Group:
         nonce = secrets.token_hex(8)      # a `done` must echo it: none can be written before `go`
         t0 = CLOCK()
         self.buffers.place(n)
-        for fd in self.cmds:
-            self._write(fd, f"{verb} {call} {t} {nonce}\n".encode())
+        for r in range(self.world):
+            self._tell(r, f"{verb} {call} {t} {nonce}\n".encode())
         arrivals = self._each("done", call, timeout)
         for r, fields, _ in arrivals:
             protocol.done(r, fields, nonce)
@@ -367,12 +386,12 @@ class Group:
         self.freeze(False)
         if graceful:
             try:
-                for fd in self.cmds:
-                    self._write(fd, b"quit\n")
+                for r in range(len(self.cmds)):
+                    self._tell(r, b"quit\n", 1.0)
                 deadline = time.monotonic() + 20
                 for p in self.procs:
                     p.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except (OSError, subprocess.TimeoutExpired):
+            except (OSError, GroupFailed, subprocess.TimeoutExpired):
                 pass
         stray = self._mine()
         if self.jail is not None:
@@ -410,13 +429,13 @@ class Group:
             log.close()
             disk.trim(log.name)
         for folder in self.scratch:     # what a group wrote goes with it (the run's end would be too late)
-            shutil.rmtree(folder, ignore_errors=True)
+            disk.remove(folder)
         Group.ports.discard(self.port)
         ipc.remove_new(self.sysv)
         if self.shm is not None:
             for name in set(os.listdir("/dev/shm")) - self.shm:
                 path = os.path.join("/dev/shm", name)
-                shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else _unlink(path)
+                disk.remove(path)
 
     def log_tail(self, rank, n=15):
         try:

@@ -61,7 +61,7 @@ class Rank:
         s = self.setup
         # The lock comes first, before torch starts any thread: Landlock before ABI 8 binds only the calling thread
         # and the threads and children it starts afterwards.
-        from harness import buffers, ipc, netns, sandbox, syscalls
+        from harness import buffers, sandbox, syscalls
         maps = buffers.premap(s["buffers"])
         info = {"rank": s["rank"], "isolation": {"isolation": "none"}}
         whole = s["device"] == "cpu" or s["world"] == 1
@@ -70,14 +70,7 @@ class Rank:
             # the IPC namespace and the filter's metadata part where checked (the CPU; GPUs at world 1, with CUDA,
             # CUDA IPC and the profiler), not yet against NCCL between GPUs (the README's known limits).
             try:
-                if s.get("netns_fd") is not None:     # the group's own (harness/netns.py), while root may still enter it
-                    netns.enter(s["netns_fd"])
-                    os.close(s["netns_fd"])
-                    info["net_namespace"] = True
-                if whole:
-                    info["ipc_namespace"] = ipc.private_namespace()
-                syscalls.drop_capabilities()
-                info["seccomp"] = syscalls.deny(metadata=whole)
+                info.update(syscalls.confine(net=s.get("netns_fd"), whole=whole))
             except OSError as e:
                 self.send("error", status="harness error", rank=s["rank"], phase="sandbox", error=str(e))
                 return False

@@ -7,7 +7,7 @@ import shutil
 import tempfile
 
 import spec
-from harness import hardware, procs, sandbox
+from harness import disk, hardware, procs, sandbox
 from harness.buffers import Buffers
 from harness import jail
 from harness.jail import Jail
@@ -73,10 +73,11 @@ class Run:
         needs more, and wiped by every group that takes them (a group must not find its predecessor's video)."""
         b = self.buffers.get(slot)
         if b is None or len(b.devices) < world or b.max_frames < frames:
+            if b is not None:
+                b.close()
             self.buffers[slot] = None   # free the old ones before the new ones are made
             self.buffers[slot] = Buffers(self.geometry, self.cpu, max(world, len(b.devices) if b else 0),
-                                         max(frames, b.max_frames if b else 0),
-                                         tempfile.mkdtemp(prefix="buffers-", dir=self.folder))
+                                         max(frames, b.max_frames if b else 0))
         return self.buffers[slot]
 
     def close(self):
@@ -84,4 +85,7 @@ class Run:
         stray = procs.descendants() - self.started_with
         procs.kill(stray)
         procs.reap(stray)
-        shutil.rmtree(self.folder, ignore_errors=True)
+        for b in self.buffers.values():
+            if b is not None:
+                b.close()
+        disk.remove(self.folder)

@@ -35,14 +35,20 @@ def parity(rec, cpu):
     timed = [c for c in rec["calls"] if not c.get("warmup") and c.get("time_s") is not None]
     if not any(c.get("inputs") == "fresh" for c in timed):
         return {}
-    fresh = checks.stats([c["time_s"] for c in timed if c.get("inputs") == "fresh"])
+    fresh = [c["time_s"] for c in timed if c.get("inputs") == "fresh"]
     seen = rec["repeat_s"] + [c["time_s"] for c in timed if c.get("inputs") == "stored"]
-    tol = max(PARITY_TOLERANCE_CPU if cpu else PARITY_TOLERANCE, 2 * fresh["spread"])
-    if min(seen) * (1 + tol) < fresh["min_s"]:
-        return {"status": "tampering", "passed": False,
-                "reason": f"faster on repeated inputs: {min(seen):.4g} s on the stored latents, at least "
-                          f"{fresh['min_s']:.4g} s on fresh ones (more than {100 * tol:.0f}% apart)"}
-    return {}
+    why = too_fast(seen, fresh, cpu, checks.stats(fresh)["spread"])
+    return {"status": "tampering", "passed": False, "reason": why} if why else {}
+
+
+def too_fast(seen, unseen, cpu, spread=0.0):
+    """The reason when the fastest call on latents a solution had or could have seen beats the fastest on latents
+    it never saw by more than noise (PARITY_TOLERANCE or twice the spread of the unseen calls); else None."""
+    tol = max(PARITY_TOLERANCE_CPU if cpu else PARITY_TOLERANCE, 2 * spread)
+    if seen and unseen and min(seen) * (1 + tol) < min(unseen):
+        return (f"faster on repeated inputs: {min(seen):.4g} s on latents it had or could have seen, at least "
+                f"{min(unseen):.4g} s on latents it never saw (more than {100 * tol:.0f}% apart)")
+    return None
 
 
 def judged(group, z, ref, allow, timeout, device, profile_call=False, atlas=None, key=None):

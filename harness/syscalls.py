@@ -16,6 +16,7 @@ part).
 
 x86_64 and aarch64 (their syscall numbers below); elsewhere the filter is not installed and says so."""
 import ctypes
+import os
 import platform
 import struct
 
@@ -99,3 +100,25 @@ def deny(metadata=True):
             _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.c_char_p(prog), 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "seccomp filter refused")
     return arch
+
+
+def confine(net=None, whole=True):
+    """Everything a process of the solution's (a rank, the build child) gives up before its Landlock lock, in the
+    order the kernel needs (namespaces while root may still enter them, then the capabilities, then the filter).
+    net: a descriptor of the namespace to enter (a group's, harness/netns.py), "new" (one of its own, loopback
+    down: nothing to reach; the host's where the kernel refuses one, as for a group) or None (the host's). whole:
+    also an IPC namespace of its own and the filter's metadata part. Returns what was done, for the isolation
+    report; raises OSError where the kernel refuses the rest."""
+    from harness import ipc, netns
+    info = {}
+    if net == "new":
+        info["net_namespace"] = _libc.unshare(netns.CLONE_NEWNET) == 0
+    elif net is not None:
+        netns.enter(net)
+        os.close(net)
+        info["net_namespace"] = True
+    if whole:
+        info["ipc_namespace"] = ipc.private_namespace()
+    drop_capabilities()
+    info["seccomp"] = deny(metadata=whole)
+    return info

@@ -1,5 +1,6 @@
 """bench.py on the tiny geometry through gloo: the reference passes every workload, and broken solutions are
 each reported with the right status, none hanging, no process left behind."""
+import ctypes
 import json
 import math
 import os
@@ -285,8 +286,10 @@ def test_the_judges_own_helpers_are_not_the_solutions(tiny_data, tmp_path):
 @pytest.mark.slow
 def test_the_build_runs_locked_down_and_leaves_nothing(tiny_data, tmp_path, run_tmp):
     """A solution's code runs at build time (a global constructor in its extension, which the build loads): there it
-    finds neither the judge's environment nor the data or the repository, and the helper it starts is gone when
-    the build is; without isolation the repository is readable (what the lock takes away)."""
+    finds neither the judge's environment nor the data or the repository, holds no capability, may not touch the
+    judge's limits, leaves no System V segment in the host's IPC namespace, and the helper it starts is gone when
+    the build is; without isolation the repository is readable and the limits open (what the confinement takes
+    away)."""
     cheat = os.path.join(ROOT, "tests", "cheats", "escapes_at_build")
     for isolated in (True, False):
         # The default build folder (under HOME) where the data set's own env names none, a given one elsewhere.
@@ -300,8 +303,26 @@ def test_the_build_runs_locked_down_and_leaves_nothing(tiny_data, tmp_path, run_
         ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
         assert "sleep 299" not in ps, p.stdout[-2000:]
         assert found["mark"] == "none" and found["data-env"] == "none", found
+        left = _sysv_segment(MARK_KEY)
+        if left is not None:        # not the judge's to remove without isolation; the test's own leftover
+            ctypes.CDLL(None).shmctl(left, 0, None)
         if isolated:
             assert found["judge-environ"] == "denied" and found["repository"] == "denied", found
+            assert found["judge-limits"] == "refused" and int(found["capabilities"], 16) == 0, found
+            assert found["seccomp"] == "2" and found["sysv"] == "made" and left is None, (found, left)
             assert p.returncode == 0, p.stdout[-3000:]
         else:
-            assert found["repository"] == "read", found
+            assert found["repository"] == "read" and found["judge-limits"] == "changed", found
+            assert left is not None, "the segment made without isolation is in the host's namespace"
+
+
+MARK_KEY = 0x57414E42       # escape.cpp's segment
+
+
+def _sysv_segment(key):
+    """The id of the host's System V segment with this key, or None."""
+    with open("/proc/sysvipc/shm") as f:
+        for line in f.read().splitlines()[1:]:
+            if line.split() and int(line.split()[0]) == key:
+                return int(line.split()[1])
+    return None

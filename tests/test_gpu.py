@@ -238,3 +238,27 @@ def test_baseline_first_call_needs_no_more_memory_than_the_next():
     first, second = result.get(timeout=5)
     print(f"\nbaseline peak: first call {first / 2 ** 30:.2f} GiB, second {second / 2 ** 30:.2f} GiB")
     assert first <= second + 2 ** 26
+
+
+@cuda
+def test_a_lent_gpu_buffer_is_alone_in_its_allocation():
+    """CUDA IPC maps a rank the whole allocation its tensor lies in: each buffer the judge lends is alone in its own,
+    however the judge's allocator was used before and after (cached free blocks, sizes it would place in a split
+    tail); a tensor of the default pool is not (what the check refuses)."""
+    from harness.buffers import Buffers, alone
+    dev = torch.device("cuda", 0)
+    cached = [torch.empty(n, dtype=torch.uint8, device=dev) for n in (64 << 20, 3 << 20, 1536 << 10)]
+    del cached[0]                       # a large free block in the judge's cache
+    lender = object.__new__(Buffers)
+    lender.torch, lender.fds, lender.pools = torch, {}, {}
+    lent = [lender._alloc(f"b{i}", n, dev) for i, n in enumerate((700_001, 5 << 20, 3 << 20))]
+    judge = [torch.empty(n, dtype=torch.uint8, device=dev) for n in (1536 << 10, 1 << 20, 3 << 20, 40 << 20)]
+    spans = [(t.untyped_storage().data_ptr(), t.untyped_storage().nbytes()) for t in lent]
+    for t in lent:
+        alone(t)
+    for j in judge + cached:
+        p = j.data_ptr()
+        assert not any(a <= p < a + n for a, n in spans), "a judge's tensor inside a lent allocation"
+    shared = torch.empty(1536 << 10, dtype=torch.uint8, device=dev)    # the default pool splits large segments
+    with pytest.raises(RuntimeError, match="shares an allocation"):
+        alone(shared)

@@ -34,6 +34,8 @@ EXPECTED = {
     "stalls_the_judge.py": ("tampering", "bytes (at most 256)"),
     "limits_the_judge.py": ("runtime error", "PermissionError"),
     "blames_the_harness.py": ("runtime error", "(it reported a harness error in run): the harness broke, not me"),
+    "fills_its_commands.py": ("tampering", "rank 0 did not read its commands for 5 s"),
+    "closes_its_commands.py": ("tampering", "rank 0 closed its command pipe"),
 }
 
 # cheats on --profile's traces: cheat -> (status, a phrase of the reason)
@@ -53,6 +55,8 @@ INPUTS = {
                                       "f121x1 again", "tampering", "faster on repeated inputs"),
     "replays_slowly.py": ("f121x1", "tampering", "faster on repeated inputs",
                           "f121x1 again", "tampering", "faster on repeated inputs"),
+    "replays_from_prepared.py": ("f121x1", "tampering", "faster on repeated inputs",
+                                 "f121x1 again", "tampering", "faster on repeated inputs"),
     "detects_gate.py": ("f121x1", "impossible", "below the roofline floor",
                         "f121x1 again", "tampering", "faster on repeated inputs"),
     "predicts_data.py": ("f5x1", "incorrect", "max|d|", "fresh latents #1 x1", "incorrect", "max|d|"),
@@ -161,6 +165,21 @@ def test_gate_without_audit_fails_every_cheat_for_its_reason(tiny_data, tmp_path
     failed = [c for c in report["checks"] if c["status"] not in ("passed", "skipped")]
     assert failed and failed[0]["status"] == status and phrase in failed[0]["reason"], (failed, p.stdout[-2000:])
     assert p.returncode == (1 if status == "tampering" else 2)
+
+
+@pytest.mark.slow
+def test_the_judge_outlasts_a_flood_of_lines(tiny_data, tmp_path):
+    """What a rank does to the pipes between it and the judge is the solution's failure, never the judge's memory:
+    lines the judge did not ask for fail past a bound, before they fill it (EXPECTED has the command pipe kept full
+    or closed)."""
+    cases = [("floods_the_judge.py", "f121x2", [], "bytes the judge had not read")]
+    for cheat, workload, extra, phrase in cases:
+        out = tmp_path / f"{cheat}.json"
+        p = subprocess.run([sys.executable, "bench.py", os.path.join(CHEATS, cheat), "--tiny", "--workloads",
+                            workload, *extra, "--json", str(out)], cwd=ROOT, env=tiny_data, capture_output=True,
+                           text=True, timeout=300)
+        rec = json.loads(out.read_text())["workloads"][workload]
+        assert rec["status"] == "tampering" and phrase in rec["reason"], (cheat, rec, p.stdout[-2000:])
 
 
 def test_gate_without_audit_fails_an_early_done(tiny_data, tmp_path):
@@ -295,3 +314,29 @@ def test_the_disk_count_caps_bytes_and_files_without_following_links(tmp_path):
     log.write_bytes(b"a\n" * (1 << 20))
     disk.trim(str(log), keep=10)
     assert log.read_bytes().endswith(b"a\na\na\na\na\n") and log.stat().st_size < 100
+
+
+def test_a_tree_deeper_than_recursion_and_path_max_is_removed_and_refused(tmp_path):
+    """A rank can nest folders past Python's recursion limit (shutil.rmtree raises RecursionError) and past PATH_MAX
+    (a path no call can name): the judge's count refuses such a tree and its removal still takes all of it; the
+    removal follows no link out of the tree."""
+    from harness import disk
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep").write_text("x")
+    root = tmp_path / "scratch"
+    root.mkdir()
+    fd = os.open(root, os.O_RDONLY)
+    try:
+        for _ in range(2500):           # 5000 bytes of path: past PATH_MAX (4096)
+            os.mkdir("d", dir_fd=fd)
+            os.symlink(str(outside), "l", dir_fd=fd)
+            nxt = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+    finally:
+        os.close(fd)
+    assert "cannot inspect" in disk.over([str(root)])
+    disk.remove(str(root))
+    assert not root.exists() and (outside / "keep").read_text() == "x"
+    disk.remove(str(root))              # what is gone already: nothing raised

@@ -28,6 +28,8 @@ import json
 import keyword
 import os
 import re
+import resource
+import signal
 import subprocess
 import sys
 import time
@@ -261,6 +263,19 @@ except Exception as e:
 """
 
 
+def _build_over(build, scratch, logs):
+    """Why a build is over its disk cap (disk.BUILD_CAP for its folder, scratch and logs together), or None."""
+    used = sum(os.fstat(f.fileno()).st_blocks * 512 for f in logs)
+    from harness import disk
+    return disk.over([build] + ([scratch] if scratch else []), cap=disk.BUILD_CAP - used)
+
+
+def _tail(f, size=1 << 20):
+    """The last `size` bytes of a build log (binary) as text: it may be gigabytes; the judge needs its last lines."""
+    f.seek(max(0, os.fstat(f.fileno()).st_size - size))
+    return f.read(size).decode("utf-8", "replace")
+
+
 def build_in_child(path, timeout, exclude=None):
     """Build a solution's extension in a child process (a hanging compiler cannot hang the harness); returns None
     or the failure in a few lines: what failed and the compiler's first error. exclude: the folders it must not
@@ -290,7 +305,7 @@ def build_in_child(path, timeout, exclude=None):
                                lock=None if exclude is None else [os.path.realpath(e) for e in exclude])
     jail = Jail.make(f"wan-build-{os.getpid()}-{os.path.basename(scratch)}") if exclude is not None else None
     # Files, not pipes: a process the build leaves behind would hold a pipe open, and reading it to the end wait.
-    logs = [tempfile.TemporaryFile(mode="w+") for _ in range(2)]
+    logs = [tempfile.TemporaryFile() for _ in range(2)]
     p = subprocess.Popen([sys.executable, "-c", code], env=environ, stdout=logs[0], stderr=logs[1],
                          stdin=subprocess.DEVNULL, cwd=scratch, start_new_session=True)
     if jail is not None:
@@ -299,12 +314,22 @@ def build_in_child(path, timeout, exclude=None):
         except OSError:
             jail.remove()
             jail = None
+    try:        # each file it writes at most disk.FILE_CAP, as a rank's (its logs too)
+        resource.prlimit(p.pid, resource.RLIMIT_FSIZE, (disk.FILE_CAP, disk.FILE_CAP))
+    except OSError:
+        pass
+    deadline, why = time.monotonic() + timeout, None
     try:
-        p.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
-        return f"the build took more than {timeout:.0f} s"
+        while why is None:
+            try:
+                p.wait(timeout=1.0)
+                break
+            except subprocess.TimeoutExpired:
+                why = _build_over(build, scratch, logs) or \
+                    (f"the build took more than {timeout:.0f} s" if time.monotonic() > deadline else None)
+        if why:
+            p.kill()
+            p.wait()
     finally:
         if jail is not None:
             jail.kill()
@@ -318,9 +343,15 @@ def build_in_child(path, timeout, exclude=None):
         if jail is not None:
             jail.remove()
         disk.remove(scratch)
-    out, err = [f.seek(0) or f.read() for f in logs]
+    # The build folder outlives the run (a cache, and code at build time runs again each run): it stays small.
+    why = why or _build_over(build, None, logs) or \
+        (f"the build wrote a file of more than {disk.gib(disk.FILE_CAP)}" if p.returncode == -signal.SIGXFSZ else None)
+    out, err = [_tail(f) for f in logs]
     for f in logs:
         f.close()
+    if why:
+        disk.remove(build)
+        return why
     p = subprocess.CompletedProcess(p.args, p.returncode, out, err)
     if not p.returncode:
         return None

@@ -9,6 +9,7 @@ import subprocess
 
 FILE_CAP = 2 << 30          # one file a rank writes (RLIMIT_FSIZE): its log, a trace, a scratch file
 DISK_CAP = 8 << 30          # a group's scratch folders and logs together
+BUILD_CAP = 2 << 30         # a solution's build folder (kept between runs), the build's scratch and logs together
 ENTRIES_CAP = 200_000       # files and folders in them: the judge walks them about once a second
 LOG_KEEP = 1 << 20          # what the judge keeps of a closed group's log (its tail)
 TRACE_NAME = "profile-trace.json"   # where a rank's trace must be, in its own scratch folder

@@ -47,8 +47,10 @@ def test_honest_solutions_pass(tiny_data, tmp_path, solution):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("solution", ["solutions/reference", "solutions/baseline"])
-@pytest.mark.parametrize("attempt", [1, 2, 3])
+@pytest.mark.parametrize("attempt", [1, 2])
 def test_honest_solutions_pass_every_time(tiny_data, tmp_path, attempt, solution):
+    """The whole gate, twice each: no check (the repeat check above all, 100% on a loaded 2-core CPU, with its second
+    look) fails an honest solution."""
     p, report, xml = gate(tiny_data, tmp_path, solution)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     names = {c["name"] for c in report["checks"]}

@@ -107,3 +107,20 @@ def test_extension_builds_once_and_is_importable(tmp_path, monkeypatch):
     assert s.run(*[None] * 6).tolist() == [2.0, 2.0]
     built = os.listdir(loader.build_dir(s))
     assert any(f.endswith(".so") for f in built)
+
+
+def test_a_build_that_fills_its_disk_fails_and_leaves_no_cache(tmp_path, monkeypatch):
+    """Code that runs at build time (a global constructor) writes to the build folder, which outlives the run, and to
+    its output, which the judge keeps: past disk.BUILD_CAP together the build fails and its folder goes; under it the
+    same build passes and the judge reads only the tail of its output."""
+    from harness import disk
+    monkeypatch.setenv("WAN_BUILD_DIR", str(tmp_path / "build"))
+    cheat = os.path.join(os.path.dirname(__file__), "cheats", "fills_its_build")
+    build = loader.build_dir(loader.describe(cheat))
+    monkeypatch.setattr(disk, "BUILD_CAP", 64 << 20)
+    assert loader.build_in_child(cheat, timeout=600) is None
+    assert sum(f.startswith("fill-") for f in os.listdir(build)) == 1
+    monkeypatch.setattr(disk, "BUILD_CAP", 5 << 20)      # the cached library's constructor runs again: 6 MiB more
+    why = loader.build_in_child(cheat, timeout=600)
+    assert why and "wrote more than" in why, why
+    assert not os.path.exists(build)

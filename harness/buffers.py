@@ -57,7 +57,9 @@ def alone(t):
 
 class Buffers:
     """Weights (with a pristine copy), latents (with the call's staged copy) per rank, and out on rank 0's device,
-    sized for `max_frames` latent frames; made once per run and lent to every group."""
+    sized for `max_frames` latent frames; made once per run and lent to every group. Each tensor here is the whole of
+    what a rank maps (the CPU's memory file in whole pages, the GPU's allocation), the tail past its contents too:
+    the judge wipes and checks all a rank can reach, so nothing left in a tail reaches the next group."""
 
     def __init__(self, geometry, cpu, world, max_frames):
         import torch
@@ -71,7 +73,8 @@ class Buffers:
         self.weights, self.pristine, self.z, self.staged = [], [], [], []
         for r, dev in enumerate(self.devices):
             w = self._alloc(f"weights{r}", flat_host.numel(), dev)
-            w.copy_(flat_host)
+            w.zero_()
+            w[:flat_host.numel()].copy_(flat_host)
             self.weights.append(w)
             self.pristine.append(w.clone())
             self.z.append(self._alloc(f"z{r}", latent_numel(max_frames, geometry), dev))
@@ -80,10 +83,13 @@ class Buffers:
         self.out.fill_(float("nan"))
 
     def _alloc(self, name, numel, device):
+        """A lent buffer of at least `numel` bf16 elements: the whole of what a rank will map."""
         torch = self.torch
         if device.type == "cpu":
-            fd = self.fds[name] = sealed(name, numel * 2)
-            return torch.from_file(f"/proc/self/fd/{fd}", shared=True, size=numel, dtype=torch.bfloat16)
+            page = os.sysconf("SC_PAGE_SIZE")
+            size = -(-numel * 2 // page) * page
+            fd = self.fds[name] = sealed(name, size)
+            return torch.from_file(f"/proc/self/fd/{fd}", shared=True, size=size // 2, dtype=torch.bfloat16)
         # A pool of these buffers' own, in whole pages: nothing else of the judge's (the staged latents, the
         # references of fresh latents) is ever placed in an allocation a rank maps, and no tail is split off.
         pool = self.pools.get(device)
@@ -92,7 +98,7 @@ class Buffers:
         with torch.cuda.use_mem_pool(pool, device=device):
             t = torch.empty(max(-(-numel // PAGE), MIN_PAGES) * PAGE, dtype=torch.bfloat16, device=device)
         alone(t)
-        return t[:numel]
+        return t
 
     def lent_fds(self, rank):
         """The descriptors rank `rank` inherits (the CPU's memory files; none on GPUs)."""

@@ -36,6 +36,7 @@ EXPECTED = {
     "blames_the_harness.py": ("runtime error", "(it reported a harness error in run): the harness broke, not me"),
     "fills_its_commands.py": ("tampering", "rank 0 did not read its commands for 5 s"),
     "closes_its_commands.py": ("tampering", "rank 0 closed its command pipe"),
+    "weights_tail.py": ("input modified", "the weights were modified by prepare"),
 }
 
 # cheats on --profile's traces: cheat -> (status, a phrase of the reason)
@@ -57,6 +58,8 @@ INPUTS = {
                           "f121x1 again", "tampering", "faster on repeated inputs"),
     "replays_from_prepared.py": ("f121x1", "tampering", "faster on repeated inputs",
                                  "f121x1 again", "tampering", "faster on repeated inputs"),
+    "skips_after_a_replay.py": ("f121x1", "tampering", "faster on repeated inputs",
+                                "f121x1 again", "tampering", "on a second look: max|d|"),
     "detects_gate.py": ("f121x1", "impossible", "below the roofline floor",
                         "f121x1 again", "tampering", "faster on repeated inputs"),
     "predicts_data.py": ("f5x1", "incorrect", "max|d|", "fresh latents #1 x1", "incorrect", "max|d|"),
@@ -164,7 +167,7 @@ def test_gate_without_audit_fails_every_cheat_for_its_reason(tiny_data, tmp_path
     report = json.loads(out.read_text())
     failed = [c for c in report["checks"] if c["status"] not in ("passed", "skipped")]
     assert failed and failed[0]["status"] == status and phrase in failed[0]["reason"], (failed, p.stdout[-2000:])
-    assert p.returncode == (1 if status == "tampering" else 2)
+    assert p.returncode == (1 if status in ("tampering", "input modified") else 2)
 
 
 @pytest.mark.slow

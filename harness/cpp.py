@@ -132,7 +132,8 @@ def scan_string(s):
 
 
 def audit_build_files(solution, yml, cpp):
-    """The rules over every YAML file's text; solution.yml's sources join `cpp`. Returns the include folders."""
+    """The rules over every YAML file's text; solution.yml's sources join `cpp` and its extension's name
+    `solution.extensions`. Returns the include folders."""
     include_dirs = [solution.base]
     for f in yml:
         data = solution.read(f)
@@ -144,7 +145,10 @@ def audit_build_files(solution, yml, cpp):
         for line, rule, reason, _ in scan_cpp(code, rules.CPP_RULES)[0]:
             unit.add(line, rule, f"build setting {reason}")
         if os.path.basename(f) in ("solution.yml", "solution.yaml"):
-            include_dirs += files.check_manifest(unit, code, os.path.dirname(f), solution.base, cpp)
+            dirs, ext = files.check_manifest(unit, code, os.path.dirname(f), solution.base, cpp)
+            include_dirs += dirs
+            if ext:
+                solution.extensions.add(ext)
     return include_dirs
 
 

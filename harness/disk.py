@@ -25,32 +25,71 @@ def gib(n):
     return f"{n / (1 << 30):.3g} GiB"
 
 
+class Count:
+    """A walk of the files under `paths` that counts the disk they take and their number, in steps: the judge walks
+    a group's scratch while it waits for a `done`, and a walk of many files at once would hold it up (its clock then
+    stops late). Symbolic links are not followed."""
+
+    def __init__(self, paths, cap=DISK_CAP, entries=ENTRIES_CAP):
+        self.todo, self.it, self.cap, self.entries = list(paths), None, cap, entries
+        self.used, self.seen = 0, len(self.todo)
+
+    def step(self, n):
+        """Walk up to `n` more entries: (done, the reason when the files are over a cap or hide from the judge)."""
+        while n > 0:
+            n -= 1
+            if self.it is not None:
+                try:
+                    entry = next(self.it)
+                except StopIteration:
+                    self.it.close()
+                    self.it = None
+                    continue
+                except OSError as e:
+                    return True, f"made a folder the judge cannot list ({e})"
+                self.seen += 1
+                if self.seen > self.entries:
+                    return True, f"made more than {self.entries} files in their scratch folders"
+                self.todo.append(entry.path)
+                continue
+            if not self.todo:
+                return True, None
+            path = self.todo.pop()
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                continue
+            except OSError as e:
+                return True, f"made a file the judge cannot inspect ({e})"
+            self.used += st.st_blocks * 512      # the disk a file takes: a sparse file's holes take none
+            if self.used > self.cap:
+                return True, f"wrote more than {gib(self.cap)} to their scratch folders and logs"
+            if stat.S_ISDIR(st.st_mode):
+                try:
+                    self.it = os.scandir(path)
+                except FileNotFoundError:
+                    pass
+                except OSError as e:
+                    return True, f"made a folder the judge cannot list ({e})"
+        return False, None
+
+    def close(self):
+        if self.it is not None:
+            self.it.close()
+            self.it = None
+
+
 def over(paths, cap=DISK_CAP, entries=ENTRIES_CAP):
     """A reason when the files under `paths` take more than `cap` bytes of disk or number more than `entries`, or
     hide from the judge (a folder it cannot list); None otherwise. Symbolic links are not followed."""
-    used, seen, todo = 0, 0, list(paths)
-    while todo:
-        path = todo.pop()
-        try:
-            st = os.lstat(path)
-        except FileNotFoundError:
-            continue
-        except OSError as e:
-            return f"made a file the judge cannot inspect ({e})"
-        used += st.st_blocks * 512      # the disk a file takes: a sparse file's holes take none
-        seen += 1
-        if used > cap:
-            return f"wrote more than {gib(cap)} to their scratch folders and logs"
-        if seen > entries:
-            return f"made more than {entries} files in their scratch folders"
-        if stat.S_ISDIR(st.st_mode):
-            try:
-                todo += [e.path for e in os.scandir(path)]
-            except FileNotFoundError:
-                pass
-            except OSError as e:
-                return f"made a folder the judge cannot list ({e})"
-    return None
+    count = Count(paths, cap, entries)
+    try:
+        while True:
+            done, why = count.step(1 << 20)
+            if done:
+                return why
+    finally:
+        count.close()
 
 
 def copy_trace(src, dst, cap=FILE_CAP):

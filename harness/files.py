@@ -45,8 +45,9 @@ class Modules:
     """The solution's own Python modules, for names imported between them (`from . import helper`): each file is
     `sol:N`, with its alias map, so that `helper.torch.load` reads as `torch.load`."""
 
-    def __init__(self, files=(), base=""):
+    def __init__(self, files=(), base="", extensions=()):
         self.ids = {f: f"sol:{i}" for i, f in enumerate(files)}
+        self.extensions = set(extensions)   # its compiled modules, built from its audited C++ sources
         self.shown = {m: os.path.splitext(os.path.relpath(f, base))[0].replace(os.sep, ".")
                       for f, m in self.ids.items()}
         self.aliases = {}           # sol:N -> that file's alias map
@@ -78,6 +79,7 @@ class Solution:
         self.path = path
         self.base = path if os.path.isdir(path) else os.path.dirname(path)
         self.units = {}
+        self.extensions = set()     # the modules its manifest builds from its audited sources (import them freely)
 
     def unit_for(self, abs_path, text=""):
         rel = os.path.relpath(abs_path, self.base)
@@ -189,15 +191,15 @@ def check_pyc(unit, pyc, source):
 
 
 def check_manifest(unit, code, folder, base, cpp):
-    """solution.yml's sources and flags must stay inside the solution; adds its sources to `cpp` and returns its -I
-    folders inside it."""
+    """solution.yml's sources and flags must stay inside the solution; adds its sources to `cpp` and returns (its -I
+    folders inside it, the name of the extension it builds from them or None)."""
     try:
         manifest = yaml.safe_load(code) or {}
     except yaml.YAMLError as e:
         unit.add(1, "unaudited-file", f"not valid YAML, so it cannot be audited: {e}")
-        return []
+        return [], None
     if not isinstance(manifest, dict):
-        return []
+        return [], None
 
     def line_of(value):
         for k, line in enumerate(unit.lines, 1):
@@ -221,7 +223,8 @@ def check_manifest(unit, code, folder, base, cpp):
                 unit.add(line_of(flag), "unaudited-file", f"{key} `{flag}` reaches files outside the solution")
             elif flag.startswith("-I"):
                 include_dirs.append(os.path.normpath(os.path.join(folder, flag[2:].strip())))
-    return include_dirs
+    ext = manifest.get("extension")
+    return include_dirs, ext if isinstance(ext, str) and ext.isidentifier() and sources else None
 
 
 def resolve_include(unit, line, kind, name, folder, include_dirs, base):

@@ -38,6 +38,7 @@ STARTUP_S = 300.0          # load, build cache, prepare, first-call autotuning
 WRITE_S = 5.0              # a command (a line) waits at most this for room in a rank's pipe: one that stays full is
                            # a rank that stopped reading (it may open a second write end of it through /proc)
 PENDING_MAX = 2 * protocol.MAX_LINE + protocol.MAX_DONE   # a rank's unread bytes: a done and a report at most
+DISK_STEP, DISK_WAIT_S = 500, 0.005     # the disk count's entries a step (about a millisecond), and the wait between
 CPUS = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 
@@ -65,7 +66,7 @@ class Group:
         Raises GroupFailed, after closing what it started, where the ranks do not all come up."""
         self.world, self.cpu, self.buffers, self.run = world, cpu, buffers, run
         self.procs, self.logs, self.fds, self.cmds, self.bufs, self.scratch = [], [], [], [], {}, []
-        self.calls, self._arrived, self._limit, self._disk_at = 0, CLOCK(), STARTUP_S, 0.0
+        self.calls, self._arrived, self._limit, self._disk_at, self._count = 0, CLOCK(), STARTUP_S, 0.0, None
         self.jail, self.shm, self.sysv, self.net = None, None, ipc.snapshot(), None
         earlier = Group.spawned     # ranks were alive before this group's: they may have spent the ports
         addr, port = _free_port()
@@ -199,9 +200,12 @@ class Group:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise GroupFailed("timeout", f"no answer within {self._limit:.1f} s")
-            ready, _, _ = select.select(self.fds, [], [], min(left, 0.5))
+            # While a count of the disk is under way, short waits: it goes on in small steps between them.
+            wait = DISK_WAIT_S if self._count is not None else \
+                min(0.5, max(DISK_WAIT_S, self._disk_at - time.monotonic()))
+            ready, _, _ = select.select(self.fds, [], [], min(left, wait))
             self._arrived = CLOCK()
-            if not ready:       # while idle only: a walk must not delay the stamp of a line that is there
+            if not ready:       # while idle only: a step must not delay the stamp of a line that is there
                 self._disk()
             for fd in ready:
                 chunk = os.read(fd, 1 << 20)
@@ -232,11 +236,25 @@ class Group:
         raise GroupFailed("crash", f"rank {rank} died (exit code {code})", rank)
 
     def _disk(self, now=False):
-        """About once a second (or `now`): the ranks' scratch folders and logs within the caps (harness/disk.py)."""
-        if not now and time.monotonic() < self._disk_at:
-            return
-        why = disk.over(self.scratch + [log.name for log in self.logs])
-        self._disk_at = time.monotonic() + 1.0
+        """The ranks' scratch folders and logs within the caps (harness/disk.py): `now` a whole count at once (between
+        calls); else a count about once a second, DISK_STEP entries a step, so that no step holds up the judge's
+        reading of a `done` for more than about a millisecond."""
+        paths = self.scratch + [log.name for log in self.logs]
+        if now:
+            if self._count is not None:
+                self._count.close()
+                self._count = None
+            done, why = True, disk.over(paths)
+        else:
+            if self._count is None:
+                if time.monotonic() < self._disk_at:
+                    return
+                self._count = disk.Count(paths)
+            done, why = self._count.step(DISK_STEP)
+        if done:
+            if self._count is not None:
+                self._count.close()
+            self._count, self._disk_at = None, time.monotonic() + 1.0
         if why:
             raise GroupFailed("tampering", f"the ranks {why}")
 

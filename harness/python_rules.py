@@ -186,7 +186,7 @@ class Checker(ast.NodeVisitor):
                 self.check_private(node, dotted.split("."))
 
     def known_module(self, head):
-        own = {m.split(".")[0] for m in self.ctx.modules.shown.values()}
+        own = {m.split(".")[0] for m in self.ctx.modules.shown.values()} | self.ctx.modules.extensions
         return head in rules.KNOWN_MODULES or head in rules.RULE_MODULES or head in rules.PROJECT or \
             head in rules.MODULE_ALIASES or head in own
 
@@ -359,7 +359,7 @@ def parse(unit, data, ctx, project=False, file=None):
 
 def audit_sources(solution, python):
     """Every Python file of the solution, its imports of the solution's other modules followed."""
-    ctx = names.Context(files.Modules(python, solution.base), project_module)
+    ctx = names.Context(files.Modules(python, solution.base, solution.extensions), project_module)
     checkers = []
     for f in python:
         data = solution.read(f)

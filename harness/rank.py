@@ -127,7 +127,7 @@ class Rank:
         try:
             solution = loader.load(s["solution"])
         except Exception as e:
-            self.send("error", status="load error", rank=self.rank, error=_short(e), trace=traceback.format_exc())
+            self.send("error", status="load error", rank=self.rank, error=_short(e), trace=_trace())
             return False
         t0 = time.perf_counter()
         if solution.prepare is not None:
@@ -136,7 +136,7 @@ class Rank:
                 self.sync()
             except Exception as e:
                 self.send("error", status="runtime error", rank=self.rank, phase="prepare", error=_short(e),
-                          trace=traceback.format_exc())
+                          trace=_trace())
                 return False
             if not isinstance(prepared, (list, tuple)) or not all(isinstance(t, torch.Tensor) for t in prepared):
                 self.send("error", status="runtime error", rank=self.rank, phase="prepare",
@@ -186,7 +186,7 @@ class Rank:
                 self.sync()
             except Exception as e:
                 self.send("error", status="runtime error", rank=self.rank, call=call, error=_short(e),
-                          trace=traceback.format_exc())
+                          trace=_trace())
                 return   # the judge ends the group: peers may be stuck in a collective
             t1 = CLOCK()
             self.send("done", call=call, nonce=nonce)
@@ -224,6 +224,13 @@ def _short(e):
     return text if len(text) < 2000 else text[:2000] + " ..."
 
 
+def _trace(keep=64 << 10):
+    """The current traceback's end: a message can be megabytes (a compiler's, quoting its source), and a line past
+    the protocol's limit would read as tampering."""
+    text = traceback.format_exc()
+    return text if len(text) <= keep else "... " + text[-keep:]
+
+
 def main():
     cmd_fd, res_fd = int(sys.argv[1]), int(sys.argv[2])     # argv[3], the run's folder, is for `ps` only
     # Python ignores SIGXFSZ: a file past the judge's cap (RLIMIT_FSIZE) then ends the rank, where the judge names it.
@@ -235,7 +242,7 @@ def main():
             rank.serve()
     except Exception as e:
         msg = {"status": "harness error", "rank": getattr(rank, "rank", -1), "error": _short(e),
-               "trace": traceback.format_exc()}
+               "trace": _trace()}
         try:
             os.write(res_fd, ("error " + json.dumps(msg) + "\n").encode())
         except OSError:

@@ -719,6 +719,18 @@ def test_manifest(tmp_path):
     assert audit.audit(str(clean)).ok
 
 
+def test_the_extension_a_manifest_builds_is_the_solutions_own_module(tmp_path):
+    """Importing the extension built from the solution's audited sources is no foreign code; a compiled module the
+    manifest does not build from them is."""
+    code = "import torch\nimport wan_ext\n\n\ndef run(z, weights, rank, world, pg, out):\n    wan_ext.go(out)\n"
+    ok = solution(tmp_path / "ok", {"solution.py": code, "k.cpp": "void go() {}\n",
+                                    "solution.yml": "name: e\nlanguage: cpp\nextension: wan_ext\nsources: [k.cpp]\n"})
+    assert audit.audit(str(ok)).ok, audit.audit(str(ok)).findings
+    for yml in ("name: e\nlanguage: cpp\nextension: other_ext\nsources: [k.cpp]\n", "name: e\nextension: wan_ext\n"):
+        bad = solution(tmp_path / str(len(yml)), {"solution.py": code, "k.cpp": "void go() {}\n", "solution.yml": yml})
+        assert [f.rule for f in audit.audit(str(bad)).findings] == ["foreign-code"], yml
+
+
 def test_listed_source_with_any_suffix_is_audited(tmp_path):
     d = solution(tmp_path, {"solution.yml": "extension: ext\nsources: [k.cxx]\n",
                             "k.cxx": "void f() { system(\"x\"); }\n"})

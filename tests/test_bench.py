@@ -40,6 +40,7 @@ def run_tmp(tmp_path):
     ("raises_on_rank1.py", "f5x4", "runtime error", "rank 1: RuntimeError: rank 1 gives up [/] [red]??[2K?[1APASS f5x4"),
     pytest.param("hangs.py", "f5x1", "timeout", "no answer within", marks=pytest.mark.slow),   # 11 s of waiting
     ("crashes.py", "f5x4", "crash", "died (exit code 3)"),
+    ("raises_a_long_error.py", "f5x1", "runtime error", "RuntimeError: compile failed"),
     ("wrong_shape.py", "f5x1", "incorrect", "out's storage, shape or strides changed"),
     ("nan.py", "f5x1", "incorrect", "1 elements not finite"),
     ("unwritten.py", "f5x1", "incorrect", "elements not finite (NaN is the poison: unwritten elements)"),

@@ -343,3 +343,22 @@ def test_a_tree_deeper_than_recursion_and_path_max_is_removed_and_refused(tmp_pa
     disk.remove(str(root))
     assert not root.exists() and (outside / "keep").read_text() == "x"
     disk.remove(str(root))              # what is gone already: nothing raised
+
+
+def test_the_disk_count_walks_in_bounded_steps(tmp_path):
+    """The judge counts a group's files while it waits for a `done`: a step walks at most its share of entries
+    (a walk of 190,000 files at once held the judge's reading of a `done` up by 0.45 s), and the steps together
+    reach the same verdict as one walk."""
+    from harness import disk
+    for d in range(6):
+        (tmp_path / f"d{d}").mkdir()
+        for i in range(500):
+            (tmp_path / f"d{d}" / f"{i}").write_bytes(b"x")
+    for entries, expect in ((10_000, None), (2_000, "more than 2000 files")):
+        count, steps = disk.Count([str(tmp_path)], entries=entries), 0
+        done = False
+        while not done:
+            done, why = count.step(500)
+            steps += 1
+        assert steps >= 2000 // 500 and (why == expect or expect in why), (steps, why)
+        assert disk.over([str(tmp_path)], entries=entries) == why

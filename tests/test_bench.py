@@ -36,17 +36,22 @@ def run_tmp(tmp_path):
     return str(folder), lambda: ranks(folder)
 
 
+# The default tier keeps one of each kind of failure (the 4-minute budget); the rest run in the slow tier.
+SLOW = pytest.mark.slow
+
+
 @pytest.mark.parametrize("solution, workload, status, reason", [
     ("raises_on_rank1.py", "f5x4", "runtime error", "rank 1: RuntimeError: rank 1 gives up [/] [red]??[2K?[1APASS f5x4"),
     pytest.param("hangs.py", "f5x1", "timeout", "no answer within", marks=pytest.mark.slow),   # 11 s of waiting
     ("crashes.py", "f5x4", "crash", "died (exit code 3)"),
-    ("raises_a_long_error.py", "f5x1", "runtime error", "RuntimeError: compile failed"),
+    pytest.param("raises_a_long_error.py", "f5x1", "runtime error", "RuntimeError: compile failed", marks=SLOW),
     ("wrong_shape.py", "f5x1", "incorrect", "out's storage, shape or strides changed"),
-    ("nan.py", "f5x1", "incorrect", "1 elements not finite"),
-    ("unwritten.py", "f5x1", "incorrect", "elements not finite (NaN is the poison: unwritten elements)"),
+    pytest.param("nan.py", "f5x1", "incorrect", "1 elements not finite", marks=pytest.mark.slow),
+    pytest.param("unwritten.py", "f5x1", "incorrect", "elements not finite (NaN is the poison: unwritten elements)",
+                 marks=SLOW),
     ("modifies_z.py", "f5x1", "input modified", "z was modified"),
     ("build_error", "f5x1", "build error", "building broken_ext failed"),
-    ("misspelt.py", "f5x1", "load error", "no `run"),
+    pytest.param("misspelt.py", "f5x1", "load error", "no `run", marks=pytest.mark.slow),
 ])
 def test_broken_solutions_are_reported(tiny_data, tmp_path, solution, workload, status, reason, run_tmp):
     out = tmp_path / "r.json"

@@ -130,9 +130,8 @@ def test_skipping_work_after_the_first_calls_is_incorrect(tiny_data, tmp_path):
     assert rec["status"] == "incorrect" and "max|d|" in rec["reason"], rec
 
 
-DEFAULT = ("forges_lines.py", "early_done.py", "hooks_after_window.py", "reads_data_folder.py", "tmp_cache.py",
-           "detaches_quietly.py", "forges_a_pass.py", "truncates_out.py", "leaves_its_cgroup.py", "floods_scratch.py",
-           "sparse_log.py")
+DEFAULT = ("forges_lines.py", "early_done.py", "hooks_after_window.py", "reads_data_folder.py", "forges_a_pass.py",
+           "truncates_out.py", "leaves_its_cgroup.py", "floods_scratch.py")
 
 
 @pytest.mark.parametrize("cheats", [DEFAULT, pytest.param(tuple(EXPECTED), marks=pytest.mark.slow)],

@@ -265,8 +265,8 @@ except Exception as e:
 
 def _build_over(build, scratch, logs):
     """Why a build is over its disk cap (disk.BUILD_CAP for its folder, scratch and logs together), or None."""
-    used = sum(os.fstat(f.fileno()).st_blocks * 512 for f in logs)
     from harness import disk
+    used = sum(os.fstat(f.fileno()).st_blocks * 512 for f in logs)
     return disk.over([build] + ([scratch] if scratch else []), cap=disk.BUILD_CAP - used)
 
 

@@ -38,8 +38,6 @@ STARTUP_S = 300.0          # load, build cache, prepare, first-call autotuning
 WRITE_S = 5.0              # a command (a line) waits at most this for room in a rank's pipe: one that stays full is
                            # a rank that stopped reading (it may open a second write end of it through /proc)
 PENDING_MAX = 2 * protocol.MAX_LINE + protocol.MAX_DONE   # a rank's unread bytes: a done and a report at most
-DISK_STEP, DISK_WAIT_S = 500, 0.005     # the disk count's entries a step (about a millisecond), and the wait between
-CPUS = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 
 
@@ -66,7 +64,7 @@ class Group:
         Raises GroupFailed, after closing what it started, where the ranks do not all come up."""
         self.world, self.cpu, self.buffers, self.run = world, cpu, buffers, run
         self.procs, self.logs, self.fds, self.cmds, self.bufs, self.scratch = [], [], [], [], {}, []
-        self.calls, self._arrived, self._limit, self._disk_at, self._count = 0, CLOCK(), STARTUP_S, 0.0, None
+        self.calls, self._arrived, self._limit, self._watch = 0, CLOCK(), STARTUP_S, disk.Watch()
         self.jail, self.shm, self.sysv, self.net = None, None, ipc.snapshot(), None
         earlier = Group.spawned     # ranks were alive before this group's: they may have spent the ports
         addr, port = _free_port()
@@ -200,10 +198,7 @@ class Group:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise GroupFailed("timeout", f"no answer within {self._limit:.1f} s")
-            # While a count of the disk is under way, short waits: it goes on in small steps between them.
-            wait = DISK_WAIT_S if self._count is not None else \
-                min(0.5, max(DISK_WAIT_S, self._disk_at - time.monotonic()))
-            ready, _, _ = select.select(self.fds, [], [], min(left, wait))
+            ready, _, _ = select.select(self.fds, [], [], min(left, self._watch.wait()))
             self._arrived = CLOCK()
             if not ready:       # while idle only: a step must not delay the stamp of a line that is there
                 self._disk()
@@ -236,25 +231,9 @@ class Group:
         raise GroupFailed("crash", f"rank {rank} died (exit code {code})", rank)
 
     def _disk(self, now=False):
-        """The ranks' scratch folders and logs within the caps (harness/disk.py): `now` a whole count at once (between
-        calls); else a count about once a second, DISK_STEP entries a step, so that no step holds up the judge's
-        reading of a `done` for more than about a millisecond."""
-        paths = self.scratch + [log.name for log in self.logs]
-        if now:
-            if self._count is not None:
-                self._count.close()
-                self._count = None
-            done, why = True, disk.over(paths)
-        else:
-            if self._count is None:
-                if time.monotonic() < self._disk_at:
-                    return
-                self._count = disk.Count(paths)
-            done, why = self._count.step(DISK_STEP)
-        if done:
-            if self._count is not None:
-                self._count.close()
-            self._count, self._disk_at = None, time.monotonic() + 1.0
+        """The ranks' scratch folders and logs within the caps (disk.Watch: `now` a whole count, between calls; else
+        a step of one, which never holds up the reading of a `done` for long)."""
+        why = self._watch.check(self.scratch + [log.name for log in self.logs], now)
         if why:
             raise GroupFailed("tampering", f"the ranks {why}")
 
@@ -309,7 +288,7 @@ class Group:
         early = self.decoys.read()          # read in prepare or between calls
         self.decoys.arm()
         before = self._mine()
-        self._unslow()
+        procs.unslow([os.getpid()] + [p.pid for p in self.procs])
         verb = "profile" if profile else "go"
         for r in range(self.world) if profile else ():
             _unlink(self.trace(r))      # a trace there must be this call's
@@ -353,21 +332,6 @@ class Group:
         torch = self.buffers.torch
         self.buffers.settle()
         return torch.equal(self._out.view(torch.int16), read1.view(torch.int16))
-
-    def _unslow(self):
-        """Every thread of the judge and of this group's ranks back at normal priority, in the normal scheduling
-        class, on every CPU the judge started with: a rank may lower the priority, set the idle class or narrow the
-        CPUs of any thread of its user (a neighbour's, the judge's), which no sandbox here forbids; all three are
-        per thread."""
-        for pid in [os.getpid()] + [p.pid for p in self.procs]:
-            for tid in procs.threads(pid):
-                for reset in (lambda: os.setpriority(os.PRIO_PROCESS, tid, 0),
-                              lambda: os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0)),
-                              lambda: os.sched_setaffinity(tid, CPUS)):
-                    try:
-                        reset()
-                    except (OSError, AttributeError):
-                        pass
 
     def freeze(self, stop=True):
         """Stop (or let go on) every process of this group while another group's call runs: a solution's threads

@@ -44,6 +44,24 @@ def _parents():
     return out
 
 
+CPUS = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()   # the judge's, at its start
+
+
+def unslow(pids):
+    """Every thread of `pids` back at normal priority, in the normal scheduling class, on every CPU the judge started
+    with: a rank may lower the priority, set the idle class or narrow the CPUs of any thread of its user (a
+    neighbour's, the judge's), which no sandbox here forbids; all three are per thread."""
+    for pid in pids:
+        for tid in threads(pid):
+            for reset in (lambda: os.setpriority(os.PRIO_PROCESS, tid, 0),
+                          lambda: os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0)),
+                          lambda: os.sched_setaffinity(tid, CPUS)):
+                try:
+                    reset()
+                except (OSError, AttributeError):
+                    pass
+
+
 def threads(pid):
     """The thread ids of process `pid` (none where it is gone)."""
     try:

@@ -346,7 +346,7 @@ def test_a_tree_deeper_than_recursion_and_path_max_is_removed_and_refused(tmp_pa
 
 def test_the_disk_count_walks_in_bounded_steps(tmp_path):
     """The judge counts a group's files while it waits for a `done`: a step walks at most its share of entries
-    (a walk of 190,000 files at once held the judge's reading of a `done` up by 0.45 s), and the steps together
+    (disk.Watch: a walk of 190,000 files at once held the judge up 0.45 s), and the steps together
     reach the same verdict as one walk."""
     from harness import disk
     for d in range(6):

@@ -102,13 +102,14 @@ def describe(args, console, rank0):
     """The solutions, described and built (in a locked-down child process with a time limit), or None after an
     error."""
     import loader
+    from rich.text import Text
     from harness.run import excluded
     solutions = []
     for path in args.solutions:
         try:
             d = loader.describe(path)
         except loader.SolutionError as e:
-            console.print(report.plain(e), style="red")
+            console.print(Text(report.quote(e), style="red"))
             return None
         sol = {"name": d.name, "path": d.path, "hash": d.content_hash, "build_error": None, "desc": d}
         if d.manifest.get("sources") and rank0:
@@ -116,7 +117,7 @@ def describe(args, console, rank0):
             err = loader.build_in_child(d.path, timeout=1200, exclude=excluded(not args.no_isolation))
             sol["build_error"] = report.plain(err) if err else None
             if sol["build_error"]:
-                console.print(f"{d.name}: build error: {sol['build_error']}", style="red")
+                console.print(Text(report.quote(f"{d.name}: build error: {sol['build_error']}"), style="red"))
         if sol["name"] in {s["name"] for s in solutions}:
             sol["name"] = f"{sol['name']}#{len(solutions)}"
         solutions.append(sol)

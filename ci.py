@@ -91,7 +91,7 @@ def main(argv=None):
         checks.append({"name": name, "status": status, "reason": reason, "seconds": seconds, **extra})
         colour = "green" if status == "passed" else "yellow" if status == "skipped" else "red"
         word = {"passed": "PASS", "skipped": "SKIP"}.get(status, "FAIL")
-        console.print(Text.assemble((word, colour), report.plain(f" {name}" + (f": {status}: {reason}" if status != "passed"
+        console.print(Text.assemble((word, colour), report.quote(f" {name}" + (f": {status}: {reason}" if status != "passed"
                                                                             else "")
                                                                  + (f" ({seconds:.3f} s)" if seconds is not None else ""))))
         for a in extra.get("allowed") or []:      # the solution's own waivers: shown, never silent

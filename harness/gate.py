@@ -59,10 +59,12 @@ class Gate:
         full: an untimed shape's speed on latents never seen, the bar for its stored calls: a call checked only in
         part could skip work to lower it), ("stored", workload) or ("repeat", workload) (the same latents again: it
         must not be much faster)."""
-        mine = [w for w in workloads if spec.WORKLOADS[w].world == world]
-
         def frames(w):
             return spec.WORKLOADS[w].latent_frames
+        # Longest first: the stored clips are prefixes of one another, and a stored call after a shorter one of the
+        # same source could resume that one's decode; after a longer one it can only replay, which its shape's
+        # unseen calls show.
+        mine = sorted((w for w in workloads if spec.WORKLOADS[w].world == world), key=frames, reverse=True)
         timed = sorted({frames(w) for w in workloads if spec.WORKLOADS[w].timed})
         todo = [(f"fresh latents #{k + 1} x{world}", FRESH_LATENT_FRAMES, ("fresh", f"{world}/{k}"))
                 for k in range(self.args.fresh_calls)]

@@ -25,7 +25,7 @@ import tempfile
 import time
 
 from harness import disk, env, ipc, netns, procs, protocol
-from harness.jail import Jail
+from harness.jail import FREEZE_S, Jail
 from harness.protocol import MAX_LINE, GroupFailed  # noqa: F401 (GroupFailed: the callers')
 from harness.report import plain
 
@@ -62,10 +62,11 @@ class Group:
         clip lengths the group will see; sandbox: the lock's settings for a rank, or None for no isolation;
         profiling: a call may be profiled (the ranks start the profiler once before their snapshot of torch).
         Raises GroupFailed, after closing what it started, where the ranks do not all come up."""
-        self.world, self.cpu, self.buffers, self.run = world, cpu, buffers, run
+        self.world, self.cpu, self.buffers, self.run, self.profiling = world, cpu, buffers, run, profiling
         self.procs, self.logs, self.fds, self.cmds, self.bufs, self.scratch = [], [], [], [], {}, []
         self.calls, self._arrived, self._limit, self._watch = 0, CLOCK(), STARTUP_S, disk.Watch()
-        self.jail, self.shm, self.sysv, self.net = None, None, ipc.snapshot(), None
+        self.jail, self.shm, self.sysv, self.net, self.held = None, None, ipc.snapshot(), None, False
+        self.unfrozen = None
         earlier = Group.spawned     # ranks were alive before this group's: they may have spent the ports
         addr, port = _free_port()
         self.port = port
@@ -79,6 +80,7 @@ class Group:
             if changed:
                 raise GroupFailed("input modified", f"rank {changed[0]}: the weights were modified by prepare",
                                   changed[0])
+            self._hold("after prepare")
         except GroupFailed as e:
             self.close(graceful=False)
             if e.status in ("harness error", "runtime error") and earlier and "address" in e.message.lower():
@@ -257,8 +259,27 @@ class Group:
         return [(r, *got[r]) for r in range(self.world)]
 
     def quiet(self):
-        """After a call's figures: no rank may have written anything more (a second `done` or `report`)."""
+        """After a call's figures: no rank may have written anything more (a second `done` or `report`); the ranks'
+        GPU work is held until their next call."""
         self._quiet("after its done and report")
+        self._hold("after its call")
+
+    def _hold(self, when):
+        """Lock the ranks' CUDA until the next call, once the work they queued is done (harness/hold.py)."""
+        # Not while the profiler may run in the ranks: the driver does not lock a process that has CUPTI loaded.
+        hold = None if self.profiling else getattr(self.run, "hold", None)
+        failed = hold.hold([p.pid for p in self.procs]) if hold is not None else None
+        if failed:
+            raise GroupFailed("tampering", f"rank {failed[0]} {when}: {failed[1]}", failed[0])
+        self.held = hold is not None
+
+    def _release(self):
+        if not self.held:
+            return
+        self.held = False
+        failed = self.run.hold.release([p.pid for p in self.procs])
+        if failed:
+            raise GroupFailed("tampering", f"rank {failed[0]}: {failed[1]}", failed[0])
 
     def _quiet(self, when="between calls"):
         """Lines that arrived while no call was running are tampering; so is a flood of the disk meanwhile."""
@@ -281,7 +302,10 @@ class Group:
         self.calls += 1
         call, t = self.calls, z.shape[2]
         n = z.numel()
+        if self.unfrozen:
+            raise GroupFailed("tampering", self.unfrozen)
         self._quiet()
+        self._release()
         self.buffers.stage(z)
         out = self._out = self.buffers.out_view(t)
         self.buffers.poison(out.numel())
@@ -336,8 +360,9 @@ class Group:
     def freeze(self, stop=True):
         """Stop (or let go on) every process of this group while another group's call runs: a solution's threads
         and helpers must not run beside another solution's timed call."""
-        if self.jail is not None:
-            self.jail.freeze(stop)
+        if self.jail is not None and not self.jail.freeze(stop) and self.unfrozen is None:
+            self.unfrozen = (f"its processes did not all stop within {FREEZE_S:g} s of the judge's freeze while another "
+                             f"solution's call ran (work in the kernel outlasts a freeze)")
         sig = signal.SIGSTOP if stop else signal.SIGCONT
         for pid in {p.pid for p in self.procs} | self._mine():
             try:
@@ -368,6 +393,7 @@ class Group:
         self.freeze(False)
         if graceful:
             try:
+                self._release()       # a rank that is held would block in its exit
                 for r in range(len(self.cmds)):
                     self._tell(r, b"quit\n", 1.0)
                 deadline = time.monotonic() + 20
@@ -381,8 +407,10 @@ class Group:
         Group.ranks.difference_update(p.pid for p in self.procs)
         # And every other process below the judge that no live group's rank started: an orphan that cleared its
         # environment cannot be traced to its group, and must not outlive it into another world's or run's.
-        # (The judge has no children of its own while groups run.)
-        stray |= procs.descendants() - Group.ranks - procs.descendants_of(Group.ranks)
+        # (The judge's only children of its own while groups run carry its mark: harness/hold.py's helper.)
+        judge = procs.mark_judge()
+        stray |= {pid for pid in procs.descendants() - Group.ranks - procs.descendants_of(Group.ranks)
+                  if not procs.marked(pid, procs.JUDGE_KEY, judge)}
         for p in self.procs:
             try:
                 os.killpg(p.pid, signal.SIGKILL)

@@ -8,6 +8,7 @@ import time
 
 V2 = ("/sys/fs/cgroup/unified", "/sys/fs/cgroup")   # a hybrid host's cgroup2 mount, or a pure cgroup2 host's
 PIDS_V1 = "/sys/fs/cgroup/pids"
+FREEZE_S = 2.0        # every task of a group frozen within this, or the group's next call fails
 MAX_TASKS = 8192      # threads count too: a rank of torch with NCCL runs a few hundred
 OWNED = re.compile(r"wan-(?:build-|probe-)?(\d+)(?:-|$)")    # the judge's pid in the names it gives (make())
 
@@ -100,8 +101,23 @@ class Jail:
                 pass
         return out
 
-    def freeze(self, on=True):
+    def freeze(self, on=True, limit=FREEZE_S):
+        """Freeze (or thaw) the whole cgroup. Freezing waits until the kernel reports every task frozen: a task stops
+        only on its way back to user space, so one inside a long system call (a read-only MAP_POPULATE of many GiB)
+        works on. False when that took longer than `limit` seconds."""
         self._write(os.path.join(self.path, "cgroup.freeze"), "1" if on else "0")
+        deadline = time.monotonic() + limit
+        while on:
+            try:
+                with open(os.path.join(self.path, "cgroup.events")) as f:
+                    if "frozen 1" in f.read():
+                        return True
+            except OSError:
+                return True           # cgroup v1's pids hierarchy, or gone: nothing to wait for
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.0005)
+        return True
 
     def kill(self):
         """Every process in it, forks made meanwhile too (they stay until their parent reaps them: remove())."""

@@ -66,6 +66,16 @@ def plain(text):
     return _UNSAFE.sub("?", str(text))
 
 
+QUOTE = "\n     | "
+
+
+def quote(text):
+    """plain(text) for the console, where a solution's text (a message, a log's tail) may span lines: each line after
+    its first is indented behind QUOTE, so none of them starts where the judge's lines do (a PASS of its own, a
+    failure blamed on another solution)."""
+    return plain(text).replace("\n", QUOTE)
+
+
 def console(width=160, stderr=False):
     """The judge's console. Without markup: names, reasons and scopes come from solutions, and a `[/]` in them must
     print as itself, not end a style (or raise); colour goes in as `style` or Text pieces. Strings it renders go
@@ -93,7 +103,8 @@ def line(name, rec, many):
     who = f"{name} " if many else ""
     if rec["status"] != "passed":
         where = f"\n  {' ' * len(who)}{'':<8} where: {rec['error_map']['words']}" if rec.get("error_map") else ""
-        return Text.assemble(f"  {who}{rec['workload']:<8} ", (rec["status"], "red"), plain(f": {rec['reason']}{where}"))
+        return Text.assemble(f"  {who}{rec['workload']:<8} ", (rec["status"], "red"), quote(f": {rec['reason']}"),
+                             where)
     t = f"median {rec['median_s']:.4f} s (n={rec['n']}, spread {100 * rec['spread']:.1f}%)" if rec.get("median_s") \
         else "checked"
     psnr = f"PSNR {rec['psnr_db']:.1f} dB, " if "psnr_db" in rec else ""

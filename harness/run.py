@@ -9,6 +9,7 @@ import tempfile
 import spec
 from harness import disk, hardware, procs, sandbox
 from harness.buffers import Buffers
+from harness.hold import Hold
 from harness import jail
 from harness.jail import Jail
 
@@ -44,6 +45,10 @@ class Run:
         self.minors = {} if cpu else hardware.minors()
         procs.become_subreaper()
         self.started_with = procs.descendants()
+        # Between its calls a group's GPU work is held (harness/hold.py), with or without the sandbox.
+        self.hold = None if cpu else Hold()
+        if self.hold is not None:
+            self.hold.start()
         exclude = excluded(isolation)
         jail.sweep()         # what judges killed before their end left behind
         if exclude is not None:
@@ -54,6 +59,7 @@ class Run:
             if not cpu:
                 own = hardware.device_nodes(self.gpus, self.minors) is not None
                 self.isolation += ", each group only its world's GPUs" + ("" if own else " (their nodes unknown)")
+                self.isolation += ", " + self.hold.describe()
             self.lock = {"exclude": exclude, "write": [] if cpu else ["/dev/shm"]}
         else:
             self.isolation = "none" if isolation else "none (--no-isolation)"
@@ -82,6 +88,8 @@ class Run:
 
     def close(self):
         """The folder goes, and every process below the judge that is still alive (the judge is their subreaper)."""
+        if self.hold is not None:
+            self.hold.close()
         stray = procs.descendants() - self.started_with
         procs.kill(stray)
         procs.reap(stray)

@@ -13,6 +13,9 @@ part).
 - Inode metadata and keyrings, which root may change on the files it owns without any capability: the filter's
   metadata part makes the syscalls that write extended attributes, times, modes and owners, and those of the kernel
   keyrings, fail with EPERM. Reading stays allowed.
+- Watches: Landlock does not cover inotify, with which a rank could watch the data folder, the repository and the
+  run's folders for the judge's opens and reads (which of its calls are on stored latents, when the judge reads a
+  neighbour's log): the metadata part also refuses inotify and fanotify.
 
 x86_64 and aarch64 (their syscall numbers below); elsewhere the filter is not installed and says so."""
 import ctypes
@@ -22,18 +25,22 @@ import struct
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
-# The syscalls that write inode metadata or use kernel keyrings, per architecture (Linux's unistd tables).
+# The syscalls that write inode metadata, use kernel keyrings or watch files, per architecture (Linux's unistd
+# tables).
 DENIED = {
     "x86_64": {"setxattr": 188, "lsetxattr": 189, "fsetxattr": 190, "removexattr": 197, "lremovexattr": 198,
                "fremovexattr": 199, "setxattrat": 463, "removexattrat": 466,
                "utime": 132, "utimes": 235, "futimesat": 261, "utimensat": 280,
                "chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452,
                "chown": 92, "fchown": 93, "lchown": 94, "fchownat": 260,
-               "add_key": 248, "request_key": 249, "keyctl": 250},
+               "add_key": 248, "request_key": 249, "keyctl": 250,
+               "inotify_init": 253, "inotify_add_watch": 254, "inotify_init1": 294, "fanotify_init": 300,
+               "fanotify_mark": 301},
     "aarch64": {"setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "removexattr": 14, "lremovexattr": 15,
                 "fremovexattr": 16, "setxattrat": 463, "removexattrat": 466,
                 "utimensat": 88, "fchmod": 52, "fchmodat": 53, "fchmodat2": 452, "fchownat": 54, "fchown": 55,
-                "add_key": 217, "request_key": 218, "keyctl": 219},
+                "add_key": 217, "request_key": 218, "keyctl": 219,
+                "inotify_init1": 26, "inotify_add_watch": 27, "fanotify_init": 262, "fanotify_mark": 263},
 }
 AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 PRLIMIT64 = {"x86_64": 302, "aarch64": 261}
@@ -88,7 +95,7 @@ def _filter(arch, metadata=True):
 def deny(metadata=True):
     """Install the seccomp filter on this thread (and what it starts later): no process's resource limits but its
     own (a neighbour's or the judge's, which the kernel lets any process of the same user lower), and with
-    `metadata` no writes of inode metadata and no keyrings. Returns the architecture, or None where it has no table
+    `metadata` no writes of inode metadata, no keyrings and no file watches. Returns the architecture, or None where it has no table
     here."""
     arch = platform.machine()
     if arch not in DENIED:

@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from harness.report import QUOTE
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHEATS = os.path.join(ROOT, "tests", "cheats")
 
@@ -104,6 +106,8 @@ def test_cheat_fails_for_its_reason(tiny_data, tmp_path, cheat):
     assert p.returncode == code, fails
     assert not list(tmp_path.parent.glob("**/planted*")), "the judge wrote where a name pointed"
     assert "\x1b" not in p.stdout and "\r" not in p.stdout, "a solution's terminal controls reached the console"
+    forged = [line for line in p.stdout.splitlines() if "(forged)" in line and not line.startswith(QUOTE[1:])]
+    assert not forged, f"a solution's line printed where the judge's start: {forged}"
     # The mapped checks' pictures, in a folder of the run's own under its working directory (none: no folder).
     pictures = sorted(str(f.relative_to(tmp_path)) for f in tmp_path.glob("error-maps/*/*.png"))
     assert pictures == sorted(c["error_map"]["picture"] for c in report["checks"] if c.get("error_map")), pictures

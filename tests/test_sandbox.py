@@ -318,8 +318,8 @@ print(errno_of(lambda: resource.prlimit(os.getppid(), resource.RLIMIT_NOFILE, (1
 
 
 def test_a_rank_without_capabilities_cannot_write_metadata_or_keys(tmp_path):
-    """harness/syscalls.py in a child: extended attributes, times, modes, keyrings and the domain name refused with
-    EPERM; reading and writing file contents, and torch, still work (the default tier's share of test_trust's
+    """harness/syscalls.py in a child: extended attributes, times, modes, keyrings, file watches and the domain name
+    refused with EPERM; reading and writing file contents, and torch, still work (the default tier's share of test_trust's
     keeps_state_in_kernel runs)."""
     target = tmp_path / "f"
     target.write_text("x")
@@ -334,7 +334,8 @@ out = {{"arch": arch, "xattr": errno_of(lambda: os.setxattr(t, "user.m", b"1")),
        "utime": errno_of(lambda: os.utime(t, ns=(1, 1))), "chmod": errno_of(lambda: os.chmod(t, 0o600)),
        "write": errno_of(lambda: open(t, "a").write("y")),
        "add_key": 0 if libc.syscall(248, b"user", b"m", b"v", 1, -4) >= 0 else ctypes.get_errno(),
-       "domainname": 0 if libc.setdomainname(b"m", 1) == 0 else ctypes.get_errno()}}
+       "domainname": 0 if libc.setdomainname(b"m", 1) == 0 else ctypes.get_errno(),
+       "inotify": 0 if libc.inotify_init1(0) >= 0 else ctypes.get_errno()}}
 import torch
 out["torch"] = float(torch.ones(2).sum())
 print(repr(out))
@@ -345,4 +346,5 @@ print(repr(out))
     out = ast.literal_eval(p.stdout.strip().splitlines()[-1])
     assert out["arch"] in ("x86_64", "aarch64")
     assert out["xattr"] == out["utime"] == out["chmod"] == out["add_key"] == out["domainname"] == 1   # EPERM
+    assert out["inotify"] == 1      # no watch on the data folder for the judge's reads
     assert out["write"] == 0 and out["torch"] == 2.0 and os.listxattr(target) == []

@@ -99,6 +99,64 @@ def test_bench_fails_every_cheat_on_the_inputs(tiny_data, tmp_path, cheats):
 
 
 @pytest.mark.slow
+def test_a_stored_clip_is_not_answered_from_another(tiny_data, tmp_path):
+    """The stored clips are prefixes of one another: after f121's stored call, f17's stored call copies its first
+    frames (bench: against a fresh call of f17's shape after it; the gate, which runs a world's longest stored clip
+    first so that a longer one can never resume a shorter one's decode: against f17's unseen calls)."""
+    cheat = os.path.join(CHEATS, "resumes_a_prefix.py")
+    out = tmp_path / "r.json"
+    p = subprocess.run([sys.executable, "bench.py", cheat, "--tiny", "--workloads", "f17x1,f121x1", "--warmup", "0",
+                        "--min-reps", "2", "--max-reps", "2", "--json", str(out)], cwd=ROOT, env=tiny_data,
+                       capture_output=True, text=True, timeout=600)
+    report = json.loads(out.read_text())
+    assert report["workloads"]["f121x1"]["passed"], p.stdout[-2000:]
+    rec = report["workloads"]["f17x1"]
+    assert [c["inputs"] for c in rec["calls"]] == ["stored", "fresh"], rec["calls"]
+    assert rec["status"] == "tampering" and "faster on repeated inputs" in rec["reason"], (rec["status"], rec["reason"])
+    out = tmp_path / "ci.json"
+    p = subprocess.run([sys.executable, "ci.py", cheat, "--tiny", "--no-audit", "--workloads", "f17x1,f121x1",
+                        "--fresh-calls", "1", "--json", str(out)], cwd=ROOT, env=tiny_data, capture_output=True,
+                       text=True, timeout=600)
+    names = [c["name"] for c in json.loads(out.read_text())["checks"]]
+    fails = {c["name"]: c for c in json.loads(out.read_text())["checks"] if c["status"] not in ("passed", "skipped")}
+    assert names.index("f121x1") < names.index("f17x1") if "f17x1" in names else True, names
+    assert "f17x1" in fails and fails["f17x1"]["status"] == "tampering", (fails, p.stdout[-2000:])
+    assert "faster on repeated inputs" in fails["f17x1"]["reason"] and p.returncode == 1, fails["f17x1"]
+
+
+@pytest.mark.slow
+def test_work_in_the_kernel_that_outlasts_a_freeze_fails_its_group(tiny_data, tmp_path):
+    """A thread looping in a long system call keeps working after the judge's freeze; the judge waits for the
+    freeze to take hold (jail.FREEZE_S) and fails that group at its next call. The solution beside it passes."""
+    from harness import jail
+    probe = jail.Jail.make(f"wan-probe-{os.getpid()}-t")
+    if probe is None:
+        pytest.skip("no cgroup for the group here: the freeze is by signals")
+    probe.remove()
+    out = tmp_path / "r.json"
+    p = subprocess.run([sys.executable, "bench.py", "solutions/reference", os.path.join(CHEATS, "stays_in_the_kernel.py"),
+                        "--tiny", "--workloads", "f121x1", "--warmup", "0", "--min-reps", "2", "--max-reps", "2",
+                        "--json", str(out)], cwd=ROOT, env=tiny_data, capture_output=True, text=True, timeout=600)
+    report = json.loads(out.read_text())
+    assert report["solutions"]["reference"]["workloads"]["f121x1"]["passed"], p.stdout[-2000:]
+    rec = report["solutions"]["stays_in_the_kernel"]["workloads"]["f121x1"]
+    assert rec["status"] == "tampering" and "did not all stop" in rec["reason"], (rec["status"], rec["reason"])
+
+
+@pytest.mark.slow
+def test_a_replay_is_not_hidden_by_slowed_fresh_calls(tiny_data, tmp_path):
+    """Bench's noise is the spread of the faster half of the fresh calls: two of five slowed eightfold do not widen
+    it, so the replayed repeats stay too fast."""
+    out = tmp_path / "r.json"
+    p = subprocess.run([sys.executable, "bench.py", os.path.join(CHEATS, "replays_noisily.py"), "--tiny",
+                        "--workloads", "f121x1", "--warmup", "0", "--min-reps", "5", "--max-reps", "5", "--json",
+                        str(out)], cwd=ROOT, env=tiny_data, capture_output=True, text=True, timeout=600)
+    rec = json.loads(out.read_text())["workloads"]["f121x1"]
+    assert rec["status"] == "tampering" and "faster on repeated inputs" in rec["reason"], \
+        (rec["status"], rec["reason"], p.stdout[-2000:])
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("cheat", sorted(INPUTS))
 def test_gate_without_audit_fails_every_cheat_on_the_inputs(tiny_data, tmp_path, cheat):
     *_, check, status, phrase = INPUTS[cheat]

@@ -1,0 +1,86 @@
+"""The judge's side of the GPU hold (harness/hold.py) against stand-in helpers: what each answer of the driver means,
+and a helper that never answers (a lock of a process that stopped itself) costs the deadline, not the run."""
+import sys
+import time
+
+from harness import procs
+from harness.hold import NOT_READY, Hold
+
+HELPER = """
+import sys, time
+print({first!r}, flush=True)
+for line in sys.stdin:
+    verb, pid, *ms = line.split()
+    answer = {answers!r}.get(verb)
+    if answer is None:
+        time.sleep(3600)
+    print(answer, flush=True)
+"""
+
+
+def _hold(first="ready", **answers):
+    return Hold([sys.executable, "-c", HELPER.format(first=first, answers=answers)])
+
+
+def test_a_lock_that_times_out_is_work_still_running():
+    h = _hold(lock=NOT_READY, unlock=0)
+    try:
+        assert h.hold([1234, 1235], seconds=0.1) == (0, "GPU work still running 0.1 s after its call (the driver's "
+                                                        "lock timed out)")
+        assert h.describe() == "GPU work held to its calls"
+    finally:
+        h.close()
+
+
+def test_every_rank_is_locked_and_released():
+    h = _hold(lock=0, unlock=0)
+    try:
+        import os
+        assert h.hold([1, 2, os.getpid()]) is None
+        assert h.locked == {1, 2, os.getpid()}
+        assert h.release([os.getpid()]) is None and h.locked == {1, 2}
+    finally:
+        h.close()
+
+
+def test_a_refused_lock_leaves_the_process_running_and_is_counted():
+    h = _hold(lock=801, unlock=0)
+    try:
+        assert h.hold([7, 8]) is None
+        assert h.refused == 2 and not h.locked
+        assert h.release([7, 8]) is None          # nothing to unlock
+    finally:
+        h.close()
+
+
+def test_a_helper_that_does_not_answer_costs_its_deadline_and_is_replaced(monkeypatch):
+    from harness import hold
+    monkeypatch.setattr(hold, "ANSWER_S", 0.5)
+    h = _hold(unlock=0)          # no answer to a lock
+    try:
+        t = time.monotonic()
+        i, why = h.hold([42], seconds=0.1)
+        assert i == 0 and "did not return" in why
+        assert time.monotonic() - t < 5
+        assert h.proc is None
+        assert h.hold([42], seconds=0.1)[0] == 0      # a new helper, the same answer
+    finally:
+        h.close()
+
+
+def test_without_the_drivers_lock_nothing_is_held_and_the_run_says_so():
+    h = _hold(first="unsupported OSError: libcuda.so.1: cannot open shared object file")
+    try:
+        assert h.hold([1]) is None and h.release([1]) is None
+        assert h.describe() == "GPU work not held between calls (OSError: libcuda.so.1: cannot open shared object file)"
+    finally:
+        h.close()
+
+
+def test_the_helper_carries_the_judges_mark():
+    h = _hold(lock=0)
+    try:
+        h.start()
+        assert procs.marked(h.proc.pid, procs.JUDGE_KEY, procs.mark_judge())
+    finally:
+        h.close()

@@ -84,9 +84,10 @@ def test_ranks_are_the_out_of_memory_killers_first_choice():
         p.wait()
 
 
-def test_a_group_that_cannot_start_closes_what_it_made(tmp_path, monkeypatch):
+def test_a_group_that_cannot_start_closes_what_it_made(tiny_data, tmp_path, monkeypatch):
     """Any failure while the ranks start is a GroupFailed, after the group's processes, cgroup and folders are gone."""
     import spec
+    monkeypatch.setenv("DATA", tiny_data["DATA"])     # the judge's buffers hold the weights
     from harness.run import Run
     run = Run(spec.TINY, cpu=True)
     sol = type("S", (), {"name": "x", "path": str(tmp_path), "content_hash": "0"})()

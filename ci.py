@@ -93,7 +93,8 @@ def main(argv=None):
         word = {"passed": "PASS", "skipped": "SKIP"}.get(status, "FAIL")
         console.print(Text.assemble((word, colour), report.quote(f" {name}" + (f": {status}: {reason}" if status != "passed"
                                                                             else "")
-                                                                 + (f" ({seconds:.3f} s)" if seconds is not None else ""))))
+                                                                 + (f" ({seconds:.3f} s)" if seconds is not None else ""))),
+                      soft_wrap=True)
         for a in extra.get("allowed") or []:      # the solution's own waivers: shown, never silent
             console.print(Text.assemble(("     allowed by the solution: ", "yellow"), report.plain(a)))
         if status != "passed" and extra.get("error_map"):

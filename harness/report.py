@@ -69,11 +69,16 @@ def plain(text):
 QUOTE = "\n     | "
 
 
+QUOTED_LINE = 300     # characters of a line of a solution's text on the console (the records keep it whole)
+
+
 def quote(text):
     """plain(text) for the console, where a solution's text (a message, a log's tail) may span lines: each line after
     its first is indented behind QUOTE, so none of them starts where the judge's lines do (a PASS of its own, a
-    failure blamed on another solution)."""
-    return plain(text).replace("\n", QUOTE)
+    failure blamed on another solution), and each is cut at QUOTED_LINE characters. Print it with soft_wrap=True:
+    the console's own wrapping would start a long line's rest where the judge's lines start."""
+    lines = [line if len(line) <= QUOTED_LINE else line[:QUOTED_LINE] + "..." for line in plain(text).split("\n")]
+    return QUOTE.join(lines)
 
 
 def console(width=160, stderr=False):

@@ -25,6 +25,7 @@ import sys
 import time
 import xml.etree.ElementTree as ET
 
+import loader
 import spec
 from harness import html, procs, report
 
@@ -96,7 +97,7 @@ def main(argv=None):
                                                                  + (f" ({seconds:.3f} s)" if seconds is not None else ""))),
                       soft_wrap=True)
         for a in extra.get("allowed") or []:      # the solution's own waivers: shown, never silent
-            console.print(Text.assemble(("     allowed by the solution: ", "yellow"), report.plain(a)))
+            console.print(Text.assemble(("     allowed by the solution: ", "yellow"), report.quote(a)), soft_wrap=True)
         if status != "passed" and extra.get("error_map"):
             console.print(f"     where: {extra['error_map']['words']}")
     try:
@@ -126,8 +127,9 @@ def main(argv=None):
     if gate is not None and (said := gate.atlas.said()):
         console.print(said)
     isolation = gate.run_.isolation if gate is not None and gate.run_ is not None else None
-    console.print(Text.assemble((f"ci {os.path.basename(os.path.abspath(args.solution))}: {verdict}", "bold"),
-                                f", exit {code}, isolation: {isolation}, {time.monotonic() - started:.0f} s"))
+    console.print(Text.assemble((f"ci {loader.plain_name(args.solution)}: {verdict}", "bold"),
+                                f", exit {code}, isolation: {isolation}, {time.monotonic() - started:.0f} s"),
+                  soft_wrap=True)
     record = {"solution": args.solution, "exit_code": code, "passed": code == 0, "partial": code == 6,
               "verdict": verdict, "isolation": isolation, "checks": checks,
               "geometry": gate.geometry.name if gate else None}

@@ -28,6 +28,7 @@ import json
 import keyword
 import os
 import re
+import reprlib
 import resource
 import signal
 import subprocess
@@ -35,6 +36,7 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
+MANIFEST_MAX = 1 << 16     # bytes of solution.yml
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")      # a solution's name: a file name and plain text
 SOURCE_SUFFIXES = (".py", ".cu", ".cuh", ".cpp", ".cc", ".c", ".h", ".hpp", ".yml", ".yaml")
 
@@ -91,11 +93,16 @@ def describe(path):
     yml = os.path.join(os.path.dirname(entry), "solution.yml")
     if os.path.isdir(path) and os.path.isfile(yml):
         import yaml
+        with open(yml, "rb") as f:
+            raw = f.read(MANIFEST_MAX + 1)
+        if len(raw) > MANIFEST_MAX:
+            raise SolutionError(f"{yml}: more than {MANIFEST_MAX} bytes")
         try:
-            with open(yml) as f:
-                manifest = yaml.safe_load(f) or {}
-        except yaml.YAMLError as e:
-            raise SolutionError(f"{yml}: not valid YAML: {e}") from e
+            manifest = yaml.safe_load(raw.decode("utf-8")) or {}
+        except UnicodeDecodeError as e:
+            raise SolutionError(f"{yml}: not UTF-8 text ({e.reason} at byte {e.start})") from e
+        except (yaml.YAMLError, RecursionError, ValueError) as e:
+            raise SolutionError(f"{yml}: not valid YAML: {_shown(str(e))}") from e
         if not isinstance(manifest, dict):
             raise SolutionError(f"{yml}: expected a mapping of keys (name, language, sources, ...)")
         unknown = set(manifest) - {"name", "language", "extension", "sources", "cflags", "cuda_cflags", "ldflags"}
@@ -104,10 +111,23 @@ def describe(path):
         if manifest.get("sources") and not manifest.get("extension"):
             raise SolutionError(f"{yml}: `sources` need `extension`, the module name to build them into")
     _check_manifest(manifest, yml, os.path.dirname(entry))
-    default = os.path.basename(path.rstrip("/")) if os.path.isdir(path) else os.path.splitext(os.path.basename(path))[0]
-    default = re.sub(r"[^A-Za-z0-9_.-]", "_", default).lstrip("._-")[:64] or "solution"
-    return Solution(name=manifest.get("name", default), path=path, entry=entry, manifest=manifest,
+    return Solution(name=manifest.get("name", plain_name(path)), path=path, entry=entry, manifest=manifest,
                     content_hash=content_hash(path))
+
+
+def plain_name(path):
+    """A solution's default name: its folder's or file's, each character but letters, digits and `_.-` made `_`
+    (a path is the submitter's text: it may hold newlines that would start lines of their own on a console)."""
+    path = os.path.abspath(path)
+    name = os.path.basename(path.rstrip("/")) if os.path.isdir(path) else os.path.splitext(os.path.basename(path))[0]
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name).lstrip("._-")[:64] or "solution"
+
+
+def _shown(value):
+    """A bounded repr of a manifest's value for an error message: YAML aliases make a small file a huge value."""
+    r = reprlib.Repr()
+    r.maxlevel, r.maxlist, r.maxdict, r.maxstring, r.maxother = 2, 4, 4, 60, 60
+    return r.repr(value)
 
 
 def _check_manifest(manifest, yml, base):
@@ -116,20 +136,20 @@ def _check_manifest(manifest, yml, base):
     strings."""
     name = manifest.get("name")
     if name is not None and not (isinstance(name, str) and NAME.fullmatch(name)):
-        raise SolutionError(f"{yml}: `name` {name!r}: expected 1 to 64 letters, digits, '_', '-' or '.', starting with "
+        raise SolutionError(f"{yml}: `name` {_shown(name)}: expected 1 to 64 letters, digits, '_', '-' or '.', starting with "
                             f"a letter or a digit")
     ext = manifest.get("extension")
     if ext is not None and not (isinstance(ext, str) and ext.isidentifier() and not keyword.iskeyword(ext)):
-        raise SolutionError(f"{yml}: `extension` {ext!r}: expected a Python identifier (the module's name)")
+        raise SolutionError(f"{yml}: `extension` {_shown(ext)}: expected a Python identifier (the module's name)")
     for key in ("sources", "cflags", "cuda_cflags", "ldflags"):
         value = manifest.get(key, [])
         if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
-            raise SolutionError(f"{yml}: `{key}`: expected a list of strings, got {value!r}")
+            raise SolutionError(f"{yml}: `{key}`: expected a list of strings, got {_shown(value)}")
     real = os.path.realpath(base)
     for src in manifest.get("sources", []):
         full = os.path.realpath(os.path.join(base, src))
         if os.path.isabs(src) or os.path.commonpath([real, full]) != real:
-            raise SolutionError(f"{yml}: source {src!r} is not inside the solution's folder {base}")
+            raise SolutionError(f"{yml}: source {_shown(src)} is not inside the solution's folder {base}")
 
 
 def _machine_tag():

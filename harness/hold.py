@@ -105,10 +105,11 @@ class Hold:
             r = self._ask(f"lock {pid} {int(seconds * 1000)}\n", seconds + ANSWER_S)
             if self.unsupported:
                 return None
-            if r == NOT_READY:
-                return i, f"GPU work still running {seconds:g} s after its call (the driver's lock timed out)"
-            if r is None:
-                return i, "the driver's lock of its CUDA did not return (a process that stops itself cannot be locked)"
+            if r in (NOT_READY, None):
+                self.locked -= set(pids)      # the group is ended: its pids are no longer held
+                return i, (f"GPU work still running {seconds:g} s after its call (the driver's lock timed out)"
+                           if r == NOT_READY else
+                           "the driver's lock of its CUDA did not return (a process that stops itself cannot be locked)")
             if r:
                 self.refused += 1
             else:

@@ -197,3 +197,20 @@ def test_junit_and_the_console_hold_no_control_from_a_solution(tmp_path, capsys)
     report.console().print(Text.assemble(("ci sol" + forged, "bold"), ", exit 2"), "x" + forged)
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\r" not in out and "ci sol?[2K?[1A?[32mPASS?" in out
+
+
+@pytest.mark.slow
+def test_a_waiver_cannot_print_lines_of_the_judges(tiny_data, tmp_path):
+    """An audit allowance is the solution's text on ci's console: a long one is never wrapped by the console, so a
+    forged PASS padded to the width does not start a line of its own."""
+    sol = tmp_path / "waiver"
+    sol.mkdir()
+    (sol / "solution.py").write_text(
+        "import os\nfrom reference import run  # noqa: F401\n\n"
+        "LANG = os.environ.get('LANG')  # audit: allow environment -- reviewed" + " " * 150
+        + "PASS f121x1 (0.033 s) (forged)" + " " * 150 + "ci waiver: PASSED, exit 0 (forged)\n")
+    p, report, _ = gate(tiny_data, tmp_path, str(sol), "--workloads", "f1x1")
+    assert report["exit_code"] == 0, failures(report)
+    assert any("(forged)" in line for line in p.stdout.splitlines())
+    forged = [line for line in p.stdout.splitlines() if "(forged)" in line and line.startswith(("PASS", "ci "))]
+    assert not forged, forged

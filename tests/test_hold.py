@@ -27,6 +27,7 @@ def test_a_lock_that_times_out_is_work_still_running():
     try:
         assert h.hold([1234, 1235], seconds=0.1) == (0, "GPU work still running 0.1 s after its call (the driver's "
                                                         "lock timed out)")
+        assert not h.locked
         assert h.describe() == "GPU work held to its calls"
     finally:
         h.close()

@@ -70,10 +70,33 @@ def test_manifest_values_that_name_files_are_plain(tmp_path, line, message):
         loader.describe(str(tmp_path / "x"))
 
 
+def test_a_manifest_that_would_cost_the_judge_is_refused_plainly(tmp_path):
+    """A solution.yml is the submitter's bytes: an alias bomb (a billion strings from a few lines) gives a short error
+    at once, not a repr that outgrows memory; text that is not UTF-8, or more than MANIFEST_MAX bytes, is a
+    SolutionError naming the file, never another exception (which would end bench's run for every solution)."""
+    import time
+    write(tmp_path / "x" / "solution.py", "def run(z, weights, rank, world, pg, out):\n    pass\n")
+    yml = tmp_path / "x" / "solution.yml"
+    levels = ["l0: &l0 [aaaaaaaaaa]"] + [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, 10)]
+    yml.write_text("\n".join(["x:"] + ["  " + line for line in levels]) + "\ncflags: *l9\n")
+    t = time.monotonic()
+    with pytest.raises(loader.SolutionError) as e:
+        loader.describe(str(tmp_path / "x"))
+    assert time.monotonic() - t < 5 and len(str(e.value)) < 1000, str(e.value)[:200]
+    yml.write_bytes(b"name: bad\xff\n")
+    with pytest.raises(loader.SolutionError, match="solution.yml: not UTF-8"):
+        loader.describe(str(tmp_path / "x"))
+    yml.write_text("# " + "x" * loader.MANIFEST_MAX + "\n")
+    with pytest.raises(loader.SolutionError, match="solution.yml: more than"):
+        loader.describe(str(tmp_path / "x"))
+
+
 def test_a_default_name_is_made_plain(tmp_path):
     write(tmp_path / "my [b]est" / "solution.py", "def run(z, weights, rank, world, pg, out):\n    pass\n")
     assert loader.describe(str(tmp_path / "my [b]est")).name == "my__b_est"
     assert loader.NAME.fullmatch(loader.describe(str(write(tmp_path / ".x.py", "run = 1\n"))).name)
+    (tmp_path / "nl\nPASS f121x1 (0.033 s)").mkdir()     # ci's verdict line names a folder so
+    assert loader.plain_name(str(tmp_path / "nl\nPASS f121x1 (0.033 s)")) == "nl_PASS_f121x1__0.033_s_"
 
 
 def test_not_a_solution(tmp_path):

@@ -27,7 +27,8 @@ per rank and call; no process left running; no decoy reference read; repeats on 
 unseen latents beyond noise; the call's time not below the roofline (bounds.impossible). The ranks also report
 threads left running and replaced functions of torch, time and builtins, and a precision census of what prepare
 returned (a second line: it can only fail a call). While one solution's call runs, the other solutions' groups are
-frozen (their cgroup, or SIGSTOP).
+frozen (their cgroup, or SIGSTOP), and on GPUs their ranks' CUDA is held by the driver's lock (harness/hold.py), so
+GPU work they queued after their call ran before it.
 
 Memory: each rank's torch.cuda.max_memory_allocated, reset before every call, plus the call's latents and (rank 0)
 out, which the judge lends. A workload's peak is the largest over its calls, warm-up included.

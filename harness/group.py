@@ -35,8 +35,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLOCK = (lambda: time.clock_gettime_ns(time.CLOCK_MONOTONIC_RAW)) if hasattr(time, "CLOCK_MONOTONIC_RAW") \
     else time.monotonic_ns
 STARTUP_S = 300.0          # load, build cache, prepare, first-call autotuning
-WRITE_S = 5.0              # a command (a line) waits at most this for room in a rank's pipe: one that stays full is
-                           # a rank that stopped reading (it may open a second write end of it through /proc)
+WRITE_S = 5.0              # a command's wait for room in a rank's pipe (one that stays full: a rank stopped reading)
 PENDING_MAX = 2 * protocol.MAX_LINE + protocol.MAX_DONE   # a rank's unread bytes: a done and a report at most
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 
@@ -49,6 +48,19 @@ def _free_port():
         raise GroupFailed("harness error", f"no free TCP port on 127.0.0.1 or {env.OTHER_ADDRESSES} other loopback "
                                            f"addresses{why}")
     return found
+
+
+def _failed(failed, when=""):     # the hold's (rank index, reason), if any
+    if failed:
+        raise GroupFailed("tampering", f"rank {failed[0]}{when}: {failed[1]}", failed[0])
+
+
+def _orphans():
+    """Live processes below the judge that no live group's rank started, but the judge's own helpers, which carry its
+    mark (harness/hold.py's; the data maker's workers)."""
+    judge = procs.mark_judge()
+    return {pid for pid in procs.descendants() - Group.ranks - procs.descendants_of(Group.ranks)
+            if not procs.marked(pid, procs.JUDGE_KEY, judge)}
 
 
 class Group:
@@ -65,8 +77,7 @@ class Group:
         self.world, self.cpu, self.buffers, self.run, self.profiling = world, cpu, buffers, run, profiling
         self.procs, self.logs, self.fds, self.cmds, self.bufs, self.scratch = [], [], [], [], {}, []
         self.calls, self._arrived, self._limit, self._watch = 0, CLOCK(), STARTUP_S, disk.Watch()
-        self.jail, self.shm, self.sysv, self.net, self.held = None, None, ipc.snapshot(), None, False
-        self.unfrozen = None
+        self.jail, self.shm, self.sysv, self.net, self.unfrozen = None, None, ipc.snapshot(), None, None
         earlier = Group.spawned     # ranks were alive before this group's: they may have spent the ports
         addr, port = _free_port()
         self.port = port
@@ -259,27 +270,18 @@ class Group:
         return [(r, *got[r]) for r in range(self.world)]
 
     def quiet(self):
-        """After a call's figures: no rank may have written anything more (a second `done` or `report`); the ranks'
-        GPU work is held until their next call."""
+        """After a call's figures: no rank wrote more (a second `done` or `report`); its GPU work is then held."""
         self._quiet("after its done and report")
         self._hold("after its call")
 
     def _hold(self, when):
-        """Lock the ranks' CUDA until the next call, once the work they queued is done (harness/hold.py)."""
-        # Not while the profiler may run in the ranks: the driver does not lock a process that has CUPTI loaded.
+        """Lock the ranks' CUDA until the next call (harness/hold.py); not where the profiler may run (CUPTI)."""
         hold = None if self.profiling else getattr(self.run, "hold", None)
-        failed = hold.hold([p.pid for p in self.procs]) if hold is not None else None
-        if failed:
-            raise GroupFailed("tampering", f"rank {failed[0]} {when}: {failed[1]}", failed[0])
-        self.held = hold is not None
+        _failed(hold and hold.hold([p.pid for p in self.procs]), f" {when}")
 
     def _release(self):
-        if not self.held:
-            return
-        self.held = False
-        failed = self.run.hold.release([p.pid for p in self.procs])
-        if failed:
-            raise GroupFailed("tampering", f"rank {failed[0]}: {failed[1]}", failed[0])
+        hold = getattr(self.run, "hold", None)     # it unlocks only the pids it holds
+        _failed(hold and hold.release([p.pid for p in self.procs]))
 
     def _quiet(self, when="between calls"):
         """Lines that arrived while no call was running are tampering; so is a flood of the disk meanwhile."""
@@ -324,9 +326,8 @@ class Group:
         arrivals = self._each("done", call, timeout)
         for r, fields, _ in arrivals:
             protocol.done(r, fields, nonce)
-        # The clock stops here, when every `done` is read and checked, just before read 1: the time the judge took
-        # to read the lines (a long line, a starved judge: the ranks' doing) is theirs, and no work of theirs can
-        # finish between the stop and read 1 but during the copy itself.
+        # The clock stops when every `done` is read and checked, just before read 1: reading the lines is the ranks'
+        # time, and no work of theirs can finish between the stop and read 1 but during the copy itself.
         t1 = CLOCK()
         read1 = out.clone()
         self.buffers.settle()
@@ -358,8 +359,7 @@ class Group:
         return torch.equal(self._out.view(torch.int16), read1.view(torch.int16))
 
     def freeze(self, stop=True):
-        """Stop (or let go on) every process of this group while another group's call runs: a solution's threads
-        and helpers must not run beside another solution's timed call."""
+        """Stop (or let go on) every process of this group while another group's call runs."""
         if self.jail is not None and not self.jail.freeze(stop) and self.unfrozen is None:
             self.unfrozen = (f"its processes did not all stop within {FREEZE_S:g} s of the judge's freeze while another "
                              f"solution's call ran (work in the kernel outlasts a freeze)")
@@ -371,22 +371,16 @@ class Group:
                 pass
 
     def _mine(self):
-        """Live processes this group's ranks started, but the ranks: the ranks' descendants, and with a cgroup the
-        members of its cgroup, which none can leave (each rank is the root of its own cgroup namespace, so the
-        kernel refuses a move out of it) and which is the only evidence taken: an orphan's environment is the
-        solution's to write (another group's port, none at all), so with cgroups an orphan outside them is no
-        group's (killed at the close). Without cgroups an orphan re-parented to the judge is the group's whose
-        MASTER_PORT it carries; one that cleared its environment is counted by every group, so it appears in the
-        difference around the call that made it. The judge's own helpers carry its mark (procs.mark_judge)."""
+        """Live processes this group's ranks started, but the ranks: their descendants, and with a cgroup (which none
+        can leave) its members, the only evidence taken (an orphan's environment is the solution's to write). Without
+        cgroups an orphan re-parented to the judge is the group's whose MASTER_PORT it carries, or every group's
+        where it carries none (so it shows in the difference around the call that made it)."""
         ranks = {p.pid for p in self.procs}
         out = procs.descendants_of(ranks)
         if self.jail is not None:
             return out | (self.jail.members() - ranks)
-        orphans = procs.descendants() - Group.ranks - procs.descendants_of(Group.ranks)
-        judge = procs.mark_judge()
-        others = {pid for pid in orphans if procs.marked(pid, procs.JUDGE_KEY, judge) or
-                  procs.environ_has(pid, "MASTER_PORT") and not procs.marked(pid, "MASTER_PORT", self.port)}
-        return out | (orphans - others)
+        return out | {pid for pid in _orphans() if not procs.environ_has(pid, "MASTER_PORT")
+                      or procs.marked(pid, "MASTER_PORT", self.port)}
 
     # -- the end
     def close(self, graceful=True):
@@ -405,12 +399,8 @@ class Group:
         if self.jail is not None:
             self.jail.kill()
         Group.ranks.difference_update(p.pid for p in self.procs)
-        # And every other process below the judge that no live group's rank started: an orphan that cleared its
-        # environment cannot be traced to its group, and must not outlive it into another world's or run's.
-        # (The judge's only children of its own while groups run carry its mark: harness/hold.py's helper.)
-        judge = procs.mark_judge()
-        stray |= {pid for pid in procs.descendants() - Group.ranks - procs.descendants_of(Group.ranks)
-                  if not procs.marked(pid, procs.JUDGE_KEY, judge)}
+        # And every orphan below the judge: one that cleared its environment cannot be traced to its group.
+        stray |= _orphans()
         for p in self.procs:
             try:
                 os.killpg(p.pid, signal.SIGKILL)

@@ -56,6 +56,8 @@ class Run:
             if probe is not None:
                 probe.remove()
             self.isolation = f"landlock (ABI {sandbox.abi()})" + (", a cgroup per group" if probe is not None else "")
+            if sandbox.abi() < 6:     # signals are scoped from ABI 6: before it a rank can stop or kill the judge
+                self.isolation += ", signals to the judge not refused"
             if not cpu:
                 own = hardware.device_nodes(self.gpus, self.minors) is not None
                 self.isolation += ", each group only its world's GPUs" + ("" if own else " (their nodes unknown)")

@@ -33,6 +33,7 @@ EXPECTED = {
     "sparse_log.py": ("tampering", "wrote a file of more than 2 GiB (its log or in its scratch)"),
     "stalls_the_judge.py": ("tampering", "bytes (at most 256)"),
     "limits_the_judge.py": ("runtime error", "PermissionError"),
+    "signals_the_judge.py": ("runtime error", "both signals to the judge refused"),
     "blames_the_harness.py": ("runtime error", "(it reported a harness error in run): the harness broke, not me"),
     "fills_its_commands.py": ("tampering", "rank 0 did not read its commands for 5 s"),
     "closes_its_commands.py": ("tampering", "rank 0 closed its command pipe"),

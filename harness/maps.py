@@ -68,13 +68,14 @@ def measure(out, ref, device, allow, world, geometry):
     import torch
     frames, height, width = min(out.shape[2], ref.shape[2]), out.shape[3], out.shape[4]
     frame_max = torch.zeros(frames)
-    row_sq, row_bad = torch.zeros(frames, height), torch.zeros(frames, height)
-    col_sq, col_bad = torch.zeros(frames, width), torch.zeros(frames, width)
+    # Squares in float64: a bf16 video can hold values near 3.4e38, whose squares overflow float32 (an inf row).
+    row_sq, row_bad = torch.zeros(frames, height, dtype=torch.float64), torch.zeros(frames, height)
+    col_sq, col_bad = torch.zeros(frames, width, dtype=torch.float64), torch.zeros(frames, width)
     for f, _, finite, d in checks.compared(out, ref, device):
         if d is None:
             break
         n = d.shape[2]
-        bad, sq = ~finite[:, :, :n], d * d
+        bad, sq = ~finite[:, :, :n], d.double() ** 2
         frame_max[f:f + n] = d.abs().amax(dim=(0, 1, 3, 4)).cpu()
         row_sq[f:f + n], row_bad[f:f + n] = sq.sum(dim=(0, 1, 4)).cpu(), bad.sum(dim=(0, 1, 4)).float().cpu()
         col_sq[f:f + n], col_bad[f:f + n] = sq.sum(dim=(0, 1, 3)).cpu(), bad.sum(dim=(0, 1, 3)).float().cpu()
@@ -265,6 +266,13 @@ def mark_seams(ax, seams, width):
         ax.plot([x] * len(seams), [r - 0.5 for r in seams], marker, color="cyan", ms=7, clip_on=False)
 
 
+def top(x):
+    """The largest finite value of x, 1.0 where it has none (a colour scale's end must be finite)."""
+    x = np.asarray(x, dtype=np.float64)
+    finite = x[np.isfinite(x)]
+    return float(finite.max()) if finite.size else 1.0
+
+
 def draw(m, path, title):
     """One PNG of an ErrorMap: per-frame max|d| and rms against the allowance, a rows x frames heat map of rms, and
     the worst frame's reference, video and |d| (band seams ticked in cyan, where the errors concentrate boxed)."""
@@ -286,7 +294,7 @@ def draw(m, path, title):
     ax.axhline(m.allow["rms"], color="C1", ls=":", label=f"rms allowance {m.allow['rms']:.3g}")
     bad = np.flatnonzero(m.row_bad.sum(1))
     if len(bad):
-        ax.plot(bad, np.full(len(bad), max(m.allow["max_abs"], np.nanmax(m.frame_max))), "x", color=BAD,
+        ax.plot(bad, np.full(len(bad), max(m.allow["max_abs"], top(m.frame_max))), "x", color=BAD,
                 label="not finite")
     ax.axvline(m.worst, color="gray", lw=0.8)
     ax.set(yscale="log", xlabel="frame (0: the causal first frame)", ylabel="|d| against the reference",
@@ -300,7 +308,7 @@ def draw(m, path, title):
     row_rms, k = pooled(row_rms, most=240, columns=False)
     cmap = plt.get_cmap("inferno").with_extremes(bad=BAD)
     im = ax.imshow(np.clip(row_rms, floor, None), aspect="auto", interpolation="nearest", cmap=cmap,
-                   norm=LogNorm(floor, max(floor * 10, np.nanmax(row_rms) if np.isfinite(row_rms).any() else 1)),
+                   norm=LogNorm(floor, max(floor * 10, top(row_rms))),
                    extent=(-0.5, frames - 0.5, row_rms.shape[0] * k - 0.5, -0.5))
     fig.colorbar(im, ax=ax, label="rms(d) of the row")
     mark_seams(ax, m.seams, frames)
@@ -312,9 +320,8 @@ def draw(m, path, title):
         ax.set(title=f"frame {m.worst}: {name}", xticks=[], yticks=[])
     ax = fig.add_subplot(grid[1, 4:])
     d, k = pooled(m.worst_d)
-    top = np.nanmax(d) if np.isfinite(d).any() else 1.0
     im = ax.imshow(np.clip(d, floor, None), cmap=cmap, interpolation="nearest",
-                   norm=LogNorm(floor, max(top, 10 * floor)),
+                   norm=LogNorm(floor, max(top(d), 10 * floor)),
                    extent=(-0.5, d.shape[1] * k - 0.5, d.shape[0] * k - 0.5, -0.5))
     fig.colorbar(im, ax=ax, label="|d|, the largest over the colours", shrink=0.7)
     mark_seams(ax, m.seams, d.shape[1] * k)
@@ -372,8 +379,8 @@ class Atlas:
                 os.makedirs(self.folder, exist_ok=True)
                 picture = draw(m, os.path.join(self.folder, f"{stem}.png"), title)
                 self.drawn.append(picture)
-            except OSError as e:            # a folder it cannot write to (a read-only working directory)
-                why = str(e)
+            except Exception as e:     # a folder it cannot write to; figures matplotlib refuses: never the run's end
+                why = f"{type(e).__name__}: {e}"
         if why:
             self.undrawn, self.why = self.undrawn + 1, why
         return dict(m.summary, picture=picture)

@@ -51,7 +51,8 @@ def summarise(path, gpu, cap=PARSE_CAP, cpu_s=CPU_CAP, output=OUTPUT_CAP):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     code = ("import json, signal, sys\nsignal.signal(signal.SIGXFSZ, signal.SIG_DFL)\nfrom harness import profile\n"
             "e = profile.read_trace(sys.argv[1])\n"
-            "json.dump([profile.scope_table(e), profile.overlap(e) if sys.argv[2] == '1' else None], sys.stdout)")
+            "json.dump([profile.scope_table(e), profile.overlap(e) if sys.argv[2] == '1' else None], sys.stdout, "
+            "allow_nan=False)")   # a duration of 1e999 in the trace: no figure the JSON cannot hold
     with tempfile.TemporaryFile() as out:
         try:
             p = subprocess.run([sys.executable, "-c", code, path, "1" if gpu else "0"], stdout=out,

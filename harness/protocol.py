@@ -6,6 +6,7 @@ import json
 from harness.report import plain
 
 MAX_LINE = 1 << 20         # a protocol line is a few hundred bytes; a report with problems, a few KiB
+MAX_DEPTH = 8             # lists and objects within one another in a line
 MAX_DONE = 256             # `done {"call": N, "nonce": "..."}`: about 50
 # What a rank may say of itself: failures only (its own harness code reports these; a solution can forge them, and
 # then fails).
@@ -45,9 +46,10 @@ def parse(line, rank):
         fields = json.loads(rest)
         if not isinstance(fields, dict):
             raise ValueError("not an object")
-    except Exception:   # ValueError, but a deeply nested document raises RecursionError
+        fields = _plain(fields)
+    except Exception:   # ValueError; a nested document raises RecursionError (json's) or DeepLine (_plain's)
         raise GroupFailed("tampering", f"rank {rank} sent a malformed line: {bytes(line[:200])!r}", rank)
-    return plain(kind), _plain(fields)
+    return plain(kind), fields
 
 
 def done(rank, f, nonce):
@@ -88,12 +90,20 @@ def _count(x):
     return type(x) is int and 0 <= x < 2 ** 63
 
 
-def _plain(value):
-    """A rank's message with every string in it plain (report.plain): what the judge prints and records of it."""
+class DeepLine(ValueError):
+    pass
+
+
+def _plain(value, depth=0):
+    """A rank's message with every string in it plain (report.plain): what the judge prints and records of it.
+    Nested deeper than MAX_DEPTH (the rank's own lines go three deep) it is malformed: the judge's later walks of
+    it (printing, JSON) recurse too."""
+    if depth > MAX_DEPTH:
+        raise DeepLine(f"nested deeper than {MAX_DEPTH}")
     if isinstance(value, str):
         return plain(value)
     if isinstance(value, dict):
-        return {plain(k): _plain(v) for k, v in value.items()}
+        return {plain(k): _plain(v, depth + 1) for k, v in value.items()}
     if isinstance(value, list):
-        return [_plain(v) for v in value]
+        return [_plain(v, depth + 1) for v in value]
     return value

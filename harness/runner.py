@@ -98,7 +98,7 @@ class Runner:
         self.peaks = bounds.peaks_for(cpu, args.gpu_name)
 
     def group(self, sol, world, frames):
-        key = (sol["path"], world)
+        key = (sol["name"], world)
         if key not in self.groups:
             buffers = self.run.buffers_for(self.solutions.index(sol), world, max(frames))
             self.groups[key] = Group(sol["desc"], world, self.geometry, self.cpu, buffers, self.run, frames,
@@ -107,7 +107,7 @@ class Runner:
         return self.groups[key]
 
     def drop(self, sol, world, graceful=False):
-        g = self.groups.pop((sol["path"], world), None)
+        g = self.groups.pop((sol["name"], world), None)
         if g is not None:
             g.close(graceful)
 
@@ -164,11 +164,11 @@ class Runner:
                 z, ref, allow = stored if kind != "fresh" else self.fresh.checked(key, t)
                 timeout = call_timeout(t, world, self.geometry, self.cpu, self.args.timeout_scale, first=not i)
                 self.sampler.start(world)
-                others = [g for k, g in self.groups.items() if k != (sol["path"], world)]
+                others = [g for k, g in self.groups.items() if k != (sol["name"], world)]
                 try:
                     for g in others:
                         g.freeze()
-                    call = judged(self.groups[(sol["path"], world)], z, ref, allow, timeout, self.device,
+                    call = judged(self.groups[(sol["name"], world)], z, ref, allow, timeout, self.device,
                                   atlas=self.atlas, key=(sol["name"], workload))
                 except GroupFailed as err:
                     self.sampler.stop()
@@ -218,10 +218,12 @@ class Runner:
         os.makedirs(self.args.profile, exist_ok=True)
         prefix = os.path.abspath(os.path.join(self.args.profile, f"{sol['name']}-{workload}"))
         timeout = 3 * call_timeout(z.shape[2], world, self.geometry, self.cpu, self.args.timeout_scale)
-        group = self.groups[(sol["path"], world)]
+        group = self.groups[(sol["name"], world)]
         ranks = []
         try:
             call = judged(group, z, ref, allow, timeout, self.device, profile_call=True)
+            if call["status"] != "passed":   # checked as every call is: a decode wrong only when profiled fails
+                raise GroupFailed(call["status"], f"the profiled call: {call['reason']}")
             for r in range(world):
                 path = f"{prefix}-rank{r}.json"
                 try:
@@ -254,7 +256,7 @@ class Runner:
 
     def fail(self, sol, world, rec, err):
         tail = ""
-        g = self.groups.get((sol["path"], world))
+        g = self.groups.get((sol["name"], world))
         if g is not None and err.rank is not None:
             tail = g.log_tail(err.rank)
         rec.update(status=err.status, passed=False, reason=err.message, log_tail=tail or None)
@@ -268,9 +270,12 @@ class Runner:
             rec["max_abs"] = max(f["max_abs"] for f in checked)
             rec["rms"] = max(f["rms"] for f in checked)
             rec["psnr_db"] = min(f["psnr_db"] for f in checked)
+        # Each call's are the ranks' own reports, each typed alone: a rank may give a number on one call, none
+        # on the next. A rank's peak is the largest it gave; none where some rank gave none.
         peaks = [c["peak_bytes"] for c in calls if c.get("peak_bytes")]
-        if peaks and all(p is not None for p in peaks[0]):
-            rec["peak_bytes"] = [max(p[r] for p in peaks) for r in range(len(peaks[0]))]
+        given = [[p[r] for p in peaks if p[r] is not None] for r in range(len(peaks[0]))] if peaks else []
+        if given and all(given):
+            rec["peak_bytes"] = [max(g) for g in given]
         rec["throttled_calls"] = sum(1 for c in calls if (c.get("clocks") or {}).get("throttled"))
         if rec["timed"] and rec["passed"] and rec["samples_s"]:
             s = checks.stats(rec["samples_s"])

@@ -13,6 +13,12 @@ part).
 - Inode metadata and keyrings, which root may change on the files it owns without any capability: the filter's
   metadata part makes the syscalls that write extended attributes, times, modes and owners, and those of the kernel
   keyrings, fail with EPERM. Reading stays allowed.
+- Leases and io_uring, at every world: a lease (fcntl F_SETLEASE, which root may take on any file it can read) makes
+  every other process's open of that file wait 45 s (lease-break-time) while the rank ignores the break: the judge
+  importing its plotting modules, a neighbour's ranks importing theirs, the judge's reads of /proc; the filter refuses
+  leases and dnotify (F_NOTIFY, the old form of file watches) with EPERM. io_uring's operations (setting extended
+  attributes among them) reach the kernel without a syscall of their own, past the filter: io_uring_setup, _enter
+  and _register fail with ENOSYS (torch, NCCL and Python use none of them).
 - Watches: Landlock does not cover inotify, with which a rank could watch the data folder, the repository and the
   run's folders for the judge's opens and reads (which of its calls are on stored latents, when the judge reads a
   neighbour's log): the metadata part also refuses inotify and fanotify.
@@ -44,6 +50,9 @@ DENIED = {
 }
 AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 PRLIMIT64 = {"x86_64": 302, "aarch64": 261}
+FCNTL = {"x86_64": 72, "aarch64": 25}
+F_SETLEASE, F_NOTIFY = 1024, 1026
+IO_URING = (425, 426, 427)   # io_uring_setup, _enter, _register: the same on x86_64 and aarch64
 
 PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP = 24, 38, 22
 CLONE3 = 435          # the same on x86_64 and aarch64
@@ -69,32 +78,53 @@ def drop_capabilities():
         raise OSError(ctypes.get_errno(), "capset failed")
 
 
+def _assemble(program):
+    """Classic BPF from (code, jt, jf, k) tuples whose jt/jf may name a label; a bare string marks a label."""
+    labels, ins = {}, []
+    for item in program:
+        if isinstance(item, str):
+            labels[item] = len(ins)
+        else:
+            ins.append(item)
+    out = []
+    for i, (code, jt, jf, k) in enumerate(ins):
+        jt, jf = (labels[j] - i - 1 if isinstance(j, str) else j for j in (jt, jf))
+        out.append(struct.pack("HBBI", code, jt, jf, k))
+    return b"".join(out), len(ins)
+
+
 def _filter(arch, metadata=True):
-    """The BPF program: kill on another architecture; EPERM for DENIED[arch] (and any x32 call) where `metadata`,
-    and for prlimit64 on any process but this one (pid 0) always; ENOSYS for clone3 always (its CLONE_INTO_CGROUP
-    would move a child out of the group's cgroup; the C library then falls back to clone); allow the rest."""
+    """The BPF program: kill on another architecture; EPERM for DENIED[arch] (and any x32 call) where `metadata`;
+    always: EPERM for prlimit64 on any process but this one (pid 0) and for fcntl's F_SETLEASE and F_NOTIFY, ENOSYS
+    for clone3 (its CLONE_INTO_CGROUP would move a child out of the group's cgroup; the C library then falls back to
+    clone) and for io_uring (its operations pass no syscall the filter can see: extended attributes among them);
+    allow the rest."""
     numbers = sorted(set(DENIED[arch].values())) if metadata else []
-    # The tail: clone3, prlimit64's pid, then ALLOW, then EPERM; the jumps before it count to EPERM (its last slot).
-    tail = [(_BPF_JEQ_K, 0, 1, CLONE3),
-            (_BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | ENOSYS),
-            (_BPF_JEQ_K, 0, 2, PRLIMIT64[arch]),                        # not prlimit64: to ALLOW
-            (_BPF_LD_W_ABS, 0, 0, 16),                                   # its first argument's low word: the pid
-            (_BPF_JEQ_K, 0, 1, 0),                                       # 0 (itself): ALLOW, else EPERM
-            (_BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW), (_BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | EPERM)]
-    ins = [(_BPF_LD_W_ABS, 0, 0, 4),                                    # seccomp_data.arch
-           (_BPF_JEQ_K, 1, 0, AUDIT_ARCH[arch]),
-           (_BPF_RET_K, 0, 0, SECCOMP_RET_KILL_PROCESS),
-           (_BPF_LD_W_ABS, 0, 0, 0),                                    # seccomp_data.nr
-           (_BPF_JGE_K, len(numbers) + len(tail) - 1, 0, X32_BIT)]      # to the EPERM return at the end
-    for i, nr in enumerate(numbers):
-        ins.append((_BPF_JEQ_K, len(numbers) - i - 1 + len(tail) - 1, 0, nr))
-    ins += tail
-    return b"".join(struct.pack("HBBI", *i) for i in ins), len(ins)
+    pid_or_fd, second = 16, 24                         # seccomp_data.args[0] and args[1], their low words
+    program = [(_BPF_LD_W_ABS, 0, 0, 4),               # seccomp_data.arch
+               (_BPF_JEQ_K, 1, 0, AUDIT_ARCH[arch]),
+               (_BPF_RET_K, 0, 0, SECCOMP_RET_KILL_PROCESS),
+               (_BPF_LD_W_ABS, 0, 0, 0),               # seccomp_data.nr
+               (_BPF_JGE_K, "eperm", 0, X32_BIT)]
+    program += [(_BPF_JEQ_K, "eperm", 0, nr) for nr in numbers]
+    program += [(_BPF_JEQ_K, "enosys", 0, nr) for nr in (CLONE3, *IO_URING)]
+    program += [(_BPF_JEQ_K, "prlimit", 0, PRLIMIT64[arch]),
+                (_BPF_JEQ_K, "fcntl", "allow", FCNTL[arch]),
+                "prlimit", (_BPF_LD_W_ABS, 0, 0, pid_or_fd),
+                (_BPF_JEQ_K, "allow", "eperm", 0),      # its own (0) only
+                "fcntl", (_BPF_LD_W_ABS, 0, 0, second),
+                (_BPF_JEQ_K, "eperm", 0, F_SETLEASE),
+                (_BPF_JEQ_K, "eperm", "allow", F_NOTIFY),
+                "allow", (_BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
+                "enosys", (_BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | ENOSYS),
+                "eperm", (_BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | EPERM)]
+    return _assemble(program)
 
 
 def deny(metadata=True):
     """Install the seccomp filter on this thread (and what it starts later): no process's resource limits but its
-    own (a neighbour's or the judge's, which the kernel lets any process of the same user lower), and with
+    own (a neighbour's or the judge's, which the kernel lets any process of the same user lower), no leases, no
+    io_uring, and with
     `metadata` no writes of inode metadata, no keyrings and no file watches. Returns the architecture, or None where it has no table
     here."""
     arch = platform.machine()

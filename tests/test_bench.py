@@ -118,6 +118,20 @@ def test_two_solutions_interleaved_with_a_verdict(tiny_data, tmp_path):
     assert p.returncode == 1
 
 
+@pytest.mark.slow      # 25 s
+def test_one_solution_twice_runs_as_two(tiny_data, tmp_path):
+    """An A/A run (the noise between two runs of one solution): each entry has its own ranks, so the first's
+    failure, which closes its group, leaves the second its own verdict."""
+    out = tmp_path / "r.json"
+    p = bench(tiny_data, os.path.join(BROKEN, "crashes.py"), os.path.join(BROKEN, "crashes.py"), "--workloads",
+              "f1x1,f5x1", "--json", str(out))
+    report = json.loads(out.read_text())
+    assert set(report["solutions"]) == {"crashes", "crashes#1"}, p.stdout[-2000:]
+    for name in ("crashes", "crashes#1"):
+        assert {w["status"] for w in report["solutions"][name]["workloads"].values()} == {"crash"}, report
+    assert p.returncode == 1
+
+
 def test_compare_times_knows_the_noise():
     from harness import checks
     a = {"median_s": 1.0, "se_median_s": 0.002}
@@ -351,6 +365,22 @@ def test_slowed_fresh_calls_do_not_widen_the_parity_tolerance():
     assert "faster on repeated inputs" in parity(record([1.0, 3.0, 3.1, 3.2, 3.3], 0.78, [0.8, 0.8]), cpu=False)["reason"]
     assert parity(record([1.0, 1.05, 1.1, 1.02, 1.3], 0.97, [0.99, 1.0]), cpu=False) == {}
     assert parity(record([1.0, 1.05, 1.1, 1.02, 1.3], 0.52, [0.6, 0.7]), cpu=True) == {}
+
+
+def test_peaks_a_rank_gives_on_some_calls_only_are_summed_up_without_a_crash():
+    """A report's peak is typed alone (a count, or none): a rank's largest given peak is its record's, and a rank
+    that gave none leaves the record without one."""
+    from types import SimpleNamespace
+    from harness.runner import Runner
+    runner = SimpleNamespace(geometry=spec.TINY, cpu=True, args=SimpleNamespace(gpu_key=None))
+
+    def summed(*peaks):
+        rec = {"calls": [{"peak_bytes": p} for p in peaks], "timed": False, "passed": True, "samples_s": []}
+        Runner.summarise(runner, rec)
+        return rec.get("peak_bytes")
+    assert summed([1, 5], [None, 7], [3, None]) == [3, 7]
+    assert summed([1, 5], [None, None]) == [1, 5]
+    assert summed([None, 5], [None, 6]) is None and summed() is None
 
 
 def test_a_solutions_lines_never_start_where_the_judges_do(tiny_data, tmp_path):

@@ -1,6 +1,7 @@
 """Error maps (harness/maps.py) on the CPU: they put the error where a broken fixture put it (a wrong seam row at
 world 2 and 4, a shifted frame), say so in words, and call an honest decode's error spread; the pictures go into a
 folder of the run's own, made only when one is drawn, and their words stay where matplotlib is missing."""
+import math
 import os
 import re
 
@@ -119,3 +120,22 @@ def test_frame_words_and_concentrations():
     band[352:] += 3.0
     assert maps.concentration(band, [352], [(0, 352), (352, 704)]) == [[352, 703]]
     assert maps.concentration(band) == []                      # without the bands: half the rows, spread
+
+
+def test_values_near_the_largest_bf16_are_measured_and_drawn(decode, tmp_path, monkeypatch):
+    """A row of 3e38 (finite in bf16, its square not in float32) is measured finite and drawn; a picture that
+    matplotlib refuses leaves its words and the reason, never an exception out of the run."""
+    z, w, ref, allow = decode
+    monkeypatch.chdir(tmp_path)
+    out = reference.decode_bf16(z, w)
+    out[:, :, :, 3] = 3e38
+    atlas = maps.Atlas(spec.TINY)
+    atlas.take("a", out, ref, "cpu", allow, 1)
+    m = atlas.kept["a"]
+    assert m.row_sq.max() > 1e76 and math.isfinite(m.frame_rms().max()) and m.summary["rows"] == [[3, 3]], m.summary
+    if plot.available():
+        assert os.path.isfile(atlas.draw("a", "a")["picture"])
+    atlas.take("b", out, ref, "cpu", allow, 1)
+    monkeypatch.setattr(maps, "draw", lambda *a: (_ for _ in ()).throw(ValueError("Invalid vmin or vmax")))
+    assert atlas.draw("b", "b")["picture"] is None
+    assert atlas.said().endswith("1 not drawn: ValueError: Invalid vmin or vmax"), atlas.said()

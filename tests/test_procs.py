@@ -1,5 +1,6 @@
 """The judge's hold on the processes and threads a solution could reach: helpers it must find, neighbours' threads
 it must put back to normal before a call, the out-of-memory killer's choice, a group that fails to start."""
+import json
 import os
 import shutil
 import subprocess
@@ -283,3 +284,15 @@ def test_what_a_rank_says_of_itself_is_typed_before_the_judge_uses_it():
                 {"problems": [["passed", "x"]]}):
         with pytest.raises(GroupFailed, match="malformed report"):
             protocol.report(0, dict(good, **bad))
+
+
+@pytest.mark.parametrize("depth", [700, 200000])
+def test_a_deeply_nested_line_is_malformed_not_a_crash(depth):
+    """json parses 700 levels, a recursive walk of them may not (the judge makes every string plain, prints, writes
+    JSON); 200,000 levels json refuses itself: both are a malformed line, the rank's tampering."""
+    line = b"report " + b'{"a": ' * depth + b"1" + b"}" * depth
+    with pytest.raises(GroupFailed, match="sent a malformed line") as e:
+        protocol.parse(line, 0)
+    assert e.value.status == "tampering"
+    nested = {"t0": 1, "t1": 2, "peak": None, "problems": [], "x": [[[[[[["deep enough"]]]]]]]}
+    assert protocol.parse(b"report " + json.dumps(nested).encode(), 0)[1] == nested

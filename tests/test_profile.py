@@ -216,3 +216,14 @@ def test_a_trace_too_costly_to_parse_fails_in_a_bounded_child(tmp_path):
     with pytest.raises(profile.Unreadable, match="MiB of summary"):
         profile.summarise(str(trace), True, output=1 << 20)
     assert len(profile.summarise(str(trace), True)[0]) == 65
+
+
+def test_a_trace_with_an_endless_duration_is_unreadable(tmp_path):
+    """A duration of 1e999 parses as inf: the summary would hold a figure JSON cannot (bench's record, the scopes
+    file), so the trace is the solution's failure, as any trace that is not one."""
+    from harness import profile
+    trace = tmp_path / "t.json"
+    trace.write_text('{"traceEvents": [{"ph": "X", "cat": "user_annotation", "name": "decoder", "ts": 0, '
+                     '"dur": 1e999, "pid": 1, "tid": 1}]}')
+    with pytest.raises(profile.Unreadable, match="Out of range float values are not JSON compliant"):
+        profile.summarise(str(trace), False)

@@ -298,22 +298,36 @@ ERRNO_OF = """def errno_of(fn):
 @pytest.mark.parametrize("metadata", [True, False])
 def test_a_rank_cannot_change_another_process_s_limits(metadata):
     """The kernel lets any process of the same user lower another's resource limits (to kill the judge or a
-    neighbour); the filter (both forms) refuses prlimit on any pid but the rank's own (0), which still works."""
+    neighbour); the filter (both forms) refuses prlimit on any pid but the rank's own (0), which still works. Both
+    forms also refuse leases (which stall every other process's open of a file for 45 s), dnotify and io_uring
+    (whose operations pass the filter unseen); other fcntl commands work."""
     code = f"""
 import os, resource
 from harness import syscalls
 syscalls.drop_capabilities()
 syscalls.deny(metadata={metadata})
 {ERRNO_OF}soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+import ctypes, fcntl, tempfile
+libc = ctypes.CDLL(None, use_errno=True)
+handle, path = tempfile.mkstemp()
+os.close(handle)                  # no writer left: a read lease would be granted
+fd = os.open(path, os.O_RDONLY)
+folder = os.open(tempfile.gettempdir(), os.O_RDONLY)
 print(errno_of(lambda: resource.prlimit(os.getppid(), resource.RLIMIT_NOFILE, (16, 16))),
       errno_of(lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (soft - 1, hard))),
-      errno_of(lambda: resource.prlimit(0, resource.RLIMIT_NOFILE)))
+      errno_of(lambda: resource.prlimit(0, resource.RLIMIT_NOFILE)),
+      errno_of(lambda: fcntl.fcntl(fd, 1024, fcntl.F_RDLCK)),            # F_SETLEASE
+      errno_of(lambda: fcntl.fcntl(folder, 1026, 0x80000004)),            # F_NOTIFY: DN_MODIFY | DN_MULTISHOT
+      errno_of(lambda: fcntl.fcntl(fd, 1025)),                            # F_GETLEASE: still allowed
+      errno_of(lambda: fcntl.fcntl(fd, fcntl.F_GETFL)),
+      0 if libc.syscall(425, 8, ctypes.create_string_buffer(120)) >= 0 else ctypes.get_errno())   # io_uring_setup
 """
     before = resource.getrlimit(resource.RLIMIT_NOFILE)
     p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
                        env=dict(os.environ, PYTHONPATH=ROOT))
     assert p.returncode == 0, p.stderr
-    assert p.stdout.split() == ["1", "0", "0"]          # EPERM on the parent; its own limits, freely
+    # EPERM on the parent; its own limits, freely; no lease, no dnotify (EPERM), io_uring absent (ENOSYS)
+    assert p.stdout.split() == ["1", "0", "0", "1", "1", "0", "0", "38"], p.stdout
     assert resource.getrlimit(resource.RLIMIT_NOFILE) == before
 
 

@@ -34,6 +34,8 @@ EXPECTED = {
     "stalls_the_judge.py": ("tampering", "bytes (at most 256)"),
     "limits_the_judge.py": ("runtime error", "PermissionError"),
     "signals_the_judge.py": ("runtime error", "both signals to the judge refused"),
+    "leases_a_shared_file.py": ("runtime error", "PermissionError"),
+    "uses_io_uring.py": ("runtime error", "io_uring_setup refused: Function not implemented"),
     "blames_the_harness.py": ("runtime error", "(it reported a harness error in run): the harness broke, not me"),
     "fills_its_commands.py": ("tampering", "rank 0 did not read its commands for 5 s"),
     "closes_its_commands.py": ("tampering", "rank 0 closed its command pipe"),
@@ -44,6 +46,7 @@ EXPECTED = {
 PROFILE = {
     "trace_names_dev_zero.py": ("tampering", "not a regular file"),
     "trace_is_a_fifo.py": ("tampering", "not a regular file"),
+    "wrong_when_profiled.py": ("incorrect", "the profiled call: max|d|"),
 }
 
 

@@ -19,6 +19,12 @@ part).
   leases and dnotify (F_NOTIFY, the old form of file watches) with EPERM. io_uring's operations (setting extended
   attributes among them) reach the kernel without a syscall of their own, past the filter: io_uring_setup, _enter
   and _register fail with ENOSYS (torch, NCCL and Python use none of them).
+- Inode flags and generations, at every world: ioctls (FS_IOC_SETFLAGS, _SETVERSION, _FSSETXATTR) and file_setattr
+  write on-disk state of any file root owns that outlives the run, and the noatime flag (or an O_NOATIME open)
+  would read the decoys without moving their access times: refused with EPERM, openat2 (whose flags the filter
+  cannot read) with ENOSYS.
+- User namespaces, at every world: inside one a rank is root again (network namespaces by the thousand, each held
+  against the host's limit): unshare and clone with CLONE_NEWUSER fail with EPERM.
 - Watches: Landlock does not cover inotify, with which a rank could watch the data folder, the repository and the
   run's folders for the judge's opens and reads (which of its calls are on stored latents, when the judge reads a
   neighbour's log): the metadata part also refuses inotify and fanotify.
@@ -53,13 +59,23 @@ PRLIMIT64 = {"x86_64": 302, "aarch64": 261}
 FCNTL = {"x86_64": 72, "aarch64": 25}
 F_SETLEASE, F_NOTIFY = 1024, 1026
 IO_URING = (425, 426, 427)   # io_uring_setup, _enter, _register: the same on x86_64 and aarch64
+OPENAT2, FILE_SETATTR = 437, 469   # the same on both; openat2's flags lie in memory the filter cannot read
+IOCTL = {"x86_64": 16, "aarch64": 29}
+OPENAT = {"x86_64": 257, "aarch64": 56}
+OPEN = {"x86_64": 2}                 # aarch64 has openat only
+UNSHARE = {"x86_64": 272, "aarch64": 97}
+CLONE = {"x86_64": 56, "aarch64": 220}
+F_SETFL, O_NOATIME, CLONE_NEWUSER = 4, 0o1000000, 0x10000000
+# ioctls that write an inode's flags (noatime, nodump...), generation number or fsxattr: on-disk state of files the
+# rank owns (root's), which outlives the run, and noatime disarms the decoys' access times. Their 32-bit forms too.
+INODE_IOCTLS = (0x40086602, 0x40046602, 0x40087602, 0x40047602, 0x40086604, 0x401C5820)
 
 PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP = 24, 38, 22
 CLONE3 = 435          # the same on x86_64 and aarch64
 SECCOMP_MODE_FILTER = 2
 SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO, SECCOMP_RET_KILL_PROCESS = 0x7FFF0000, 0x00050000, 0x80000000
 EPERM, EINVAL, ENOSYS = 1, 22, 38
-_BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_JGE_K, _BPF_RET_K = 0x20, 0x15, 0x35, 0x06
+_BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_JGE_K, _BPF_JSET_K, _BPF_RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
 X32_BIT = 0x40000000   # x86_64's x32 calls: the same numbers with this bit, refused whole
 
 
@@ -95,26 +111,44 @@ def _assemble(program):
 
 def _filter(arch, metadata=True):
     """The BPF program: kill on another architecture; EPERM for DENIED[arch] (and any x32 call) where `metadata`;
-    always: EPERM for prlimit64 on any process but this one (pid 0) and for fcntl's F_SETLEASE and F_NOTIFY, ENOSYS
-    for clone3 (its CLONE_INTO_CGROUP would move a child out of the group's cgroup; the C library then falls back to
-    clone) and for io_uring (its operations pass no syscall the filter can see: extended attributes among them);
-    allow the rest."""
+    always: EPERM for prlimit64 on any process but this one (pid 0), fcntl's F_SETLEASE and F_NOTIFY, O_NOATIME
+    (open, openat, F_SETFL), the inode ioctls, file_setattr, and CLONE_NEWUSER (unshare, clone); ENOSYS for clone3
+    (its CLONE_INTO_CGROUP would move a child out of the group's cgroup; the C library then falls back to clone),
+    openat2 and io_uring (their flags or operations out of the filter's sight); allow the rest."""
     numbers = sorted(set(DENIED[arch].values())) if metadata else []
-    pid_or_fd, second = 16, 24                         # seccomp_data.args[0] and args[1], their low words
+    pid_or_fd, second, third = 16, 24, 32               # seccomp_data.args[0], [1] and [2], their low words
     program = [(_BPF_LD_W_ABS, 0, 0, 4),               # seccomp_data.arch
                (_BPF_JEQ_K, 1, 0, AUDIT_ARCH[arch]),
                (_BPF_RET_K, 0, 0, SECCOMP_RET_KILL_PROCESS),
                (_BPF_LD_W_ABS, 0, 0, 0),               # seccomp_data.nr
                (_BPF_JGE_K, "eperm", 0, X32_BIT)]
     program += [(_BPF_JEQ_K, "eperm", 0, nr) for nr in numbers]
-    program += [(_BPF_JEQ_K, "enosys", 0, nr) for nr in (CLONE3, *IO_URING)]
-    program += [(_BPF_JEQ_K, "prlimit", 0, PRLIMIT64[arch]),
-                (_BPF_JEQ_K, "fcntl", "allow", FCNTL[arch]),
+    program += [(_BPF_JEQ_K, "enosys", 0, nr) for nr in (CLONE3, OPENAT2, *IO_URING)]
+    program += [(_BPF_JEQ_K, "eperm", 0, FILE_SETATTR),
+                (_BPF_JEQ_K, "prlimit", 0, PRLIMIT64[arch]),
+                (_BPF_JEQ_K, "fcntl", 0, FCNTL[arch]),
+                (_BPF_JEQ_K, "ioctl", 0, IOCTL[arch]),
+                (_BPF_JEQ_K, "openat", 0, OPENAT[arch]),
+                (_BPF_JEQ_K, "open", 0, OPEN.get(arch, OPENAT[arch])),
+                (_BPF_JEQ_K, "unshare", 0, UNSHARE[arch]),
+                (_BPF_JEQ_K, "unshare", "allow", CLONE[arch]),
                 "prlimit", (_BPF_LD_W_ABS, 0, 0, pid_or_fd),
                 (_BPF_JEQ_K, "allow", "eperm", 0),      # its own (0) only
                 "fcntl", (_BPF_LD_W_ABS, 0, 0, second),
                 (_BPF_JEQ_K, "eperm", 0, F_SETLEASE),
-                (_BPF_JEQ_K, "eperm", "allow", F_NOTIFY),
+                (_BPF_JEQ_K, "eperm", 0, F_NOTIFY),
+                (_BPF_JEQ_K, 0, "allow", F_SETFL),
+                (_BPF_LD_W_ABS, 0, 0, third),           # F_SETFL's flags: no O_NOATIME (the decoys' access times)
+                (_BPF_JSET_K, "eperm", "allow", O_NOATIME),
+                "ioctl", (_BPF_LD_W_ABS, 0, 0, second),
+                *[(_BPF_JEQ_K, "eperm", 0, cmd) for cmd in INODE_IOCTLS],
+                (_BPF_JEQ_K, "allow", "allow", 0),     # any other ioctl
+                "openat", (_BPF_LD_W_ABS, 0, 0, third),
+                (_BPF_JSET_K, "eperm", "allow", O_NOATIME),
+                "open", (_BPF_LD_W_ABS, 0, 0, second),
+                (_BPF_JSET_K, "eperm", "allow", O_NOATIME),
+                "unshare", (_BPF_LD_W_ABS, 0, 0, pid_or_fd),     # the flags: no user namespace
+                (_BPF_JSET_K, "eperm", "allow", CLONE_NEWUSER),
                 "allow", (_BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
                 "enosys", (_BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | ENOSYS),
                 "eperm", (_BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | EPERM)]
@@ -124,7 +158,7 @@ def _filter(arch, metadata=True):
 def deny(metadata=True):
     """Install the seccomp filter on this thread (and what it starts later): no process's resource limits but its
     own (a neighbour's or the judge's, which the kernel lets any process of the same user lower), no leases, no
-    io_uring, and with
+    io_uring, no inode flags, O_NOATIME or user namespaces, and with
     `metadata` no writes of inode metadata, no keyrings and no file watches. Returns the architecture, or None where it has no table
     here."""
     arch = platform.machine()

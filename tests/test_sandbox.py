@@ -299,8 +299,10 @@ ERRNO_OF = """def errno_of(fn):
 def test_a_rank_cannot_change_another_process_s_limits(metadata):
     """The kernel lets any process of the same user lower another's resource limits (to kill the judge or a
     neighbour); the filter (both forms) refuses prlimit on any pid but the rank's own (0), which still works. Both
-    forms also refuse leases (which stall every other process's open of a file for 45 s), dnotify and io_uring
-    (whose operations pass the filter unseen); other fcntl commands work."""
+    forms also refuse leases (which stall every other process's open of a file for 45 s), dnotify, io_uring (whose
+    operations pass the filter unseen), the ioctls that write inode flags and generations (state on disk; noatime
+    disarms the decoys), O_NOATIME, user namespaces and openat2 (its flags out of the filter's sight); other fcntl
+    commands and ioctls work."""
     code = f"""
 import os, resource
 from harness import syscalls
@@ -320,14 +322,24 @@ print(errno_of(lambda: resource.prlimit(os.getppid(), resource.RLIMIT_NOFILE, (1
       errno_of(lambda: fcntl.fcntl(folder, 1026, 0x80000004)),            # F_NOTIFY: DN_MODIFY | DN_MULTISHOT
       errno_of(lambda: fcntl.fcntl(fd, 1025)),                            # F_GETLEASE: still allowed
       errno_of(lambda: fcntl.fcntl(fd, fcntl.F_GETFL)),
-      0 if libc.syscall(425, 8, ctypes.create_string_buffer(120)) >= 0 else ctypes.get_errno())   # io_uring_setup
+      0 if libc.syscall(425, 8, ctypes.create_string_buffer(120)) >= 0 else ctypes.get_errno(),   # io_uring_setup
+      errno_of(lambda: fcntl.ioctl(fd, 0x40086602, (0x80).to_bytes(8, "little"))),   # FS_IOC_SETFLAGS: noatime
+      errno_of(lambda: fcntl.ioctl(fd, 0x40087602, (1).to_bytes(8, "little"))),      # FS_IOC_SETVERSION
+      errno_of(lambda: fcntl.ioctl(fd, 0x80086601, bytearray(8))),                   # FS_IOC_GETFLAGS: allowed
+      errno_of(lambda: os.open(path, os.O_RDONLY | os.O_NOATIME)),
+      errno_of(lambda: fcntl.fcntl(fd, fcntl.F_SETFL, os.O_NOATIME)),
+      errno_of(lambda: fcntl.fcntl(fd, fcntl.F_SETFL, os.O_NONBLOCK)),
+      0 if libc.unshare(0x10000000) == 0 else ctypes.get_errno(),                     # CLONE_NEWUSER
+      0 if libc.syscall(437, -100, path.encode(), ctypes.create_string_buffer(24), 24) >= 0 else ctypes.get_errno())
 """
     before = resource.getrlimit(resource.RLIMIT_NOFILE)
     p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
                        env=dict(os.environ, PYTHONPATH=ROOT))
     assert p.returncode == 0, p.stderr
-    # EPERM on the parent; its own limits, freely; no lease, no dnotify (EPERM), io_uring absent (ENOSYS)
-    assert p.stdout.split() == ["1", "0", "0", "1", "1", "0", "0", "38"], p.stdout
+    # EPERM on the parent; its own limits, freely; no lease, no dnotify (EPERM), io_uring absent (ENOSYS); no
+    # inode flags or generation written, no O_NOATIME, no user namespace (EPERM); openat2 absent (ENOSYS)
+    assert p.stdout.split() == ["1", "0", "0", "1", "1", "0", "0", "38", "1", "1", "0", "1", "1", "0", "1", "38"], \
+        p.stdout
     assert resource.getrlimit(resource.RLIMIT_NOFILE) == before
 
 

@@ -36,6 +36,7 @@ EXPECTED = {
     "signals_the_judge.py": ("runtime error", "both signals to the judge refused"),
     "leases_a_shared_file.py": ("runtime error", "PermissionError"),
     "uses_io_uring.py": ("runtime error", "io_uring_setup refused: Function not implemented"),
+    "disarms_the_decoys.py": ("runtime error", "noatime refused both ways"),
     "blames_the_harness.py": ("runtime error", "(it reported a harness error in run): the harness broke, not me"),
     "fills_its_commands.py": ("tampering", "rank 0 did not read its commands for 5 s"),
     "closes_its_commands.py": ("tampering", "rank 0 closed its command pipe"),

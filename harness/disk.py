@@ -31,9 +31,19 @@ class Count:
     a group's scratch while it waits for a `done`, and a walk of many files at once would hold it up (its clock then
     stops late). Symbolic links are not followed."""
 
-    def __init__(self, paths, cap=DISK_CAP, entries=ENTRIES_CAP):
+    def __init__(self, paths, cap=DISK_CAP, entries=ENTRIES_CAP, holders=()):
+        """holders: the pids whose open and mapped files in no folder (O_TMPFILE, unlinked while open) count too,
+        where they lie on the filesystems of `paths`: such a file takes disk that no walk of the folders finds."""
         self.todo, self.it, self.cap, self.entries = list(paths), None, cap, entries
         self.used, self.seen = 0, len(self.todo)
+        self.devs = set()
+        for path in paths:
+            try:
+                self.devs.add(os.stat(path).st_dev)
+            except OSError:
+                pass
+        self.held = [f"/proc/{pid}/{kind}" for pid in holders for kind in ("fd", "map_files")]
+        self.held_it, self.counted = None, set()
 
     def step(self, n):
         """Walk up to `n` more entries: (done, the reason when the files are over a cap or hide from the judge)."""
@@ -54,7 +64,9 @@ class Count:
                 self.todo.append(entry.path)
                 continue
             if not self.todo:
-                return True, None
+                if self._held_step():
+                    continue
+                return True, self._over()
             path = self.todo.pop()
             try:
                 st = os.lstat(path)
@@ -63,8 +75,8 @@ class Count:
             except OSError as e:
                 return True, f"made a file the judge cannot inspect ({e})"
             self.used += st.st_blocks * 512      # the disk a file takes: a sparse file's holes take none
-            if self.used > self.cap:
-                return True, f"wrote more than {gib(self.cap)} to their scratch folders and logs"
+            if self._over():
+                return True, self._over()
             if stat.S_ISDIR(st.st_mode):
                 try:
                     self.it = os.scandir(path)
@@ -74,10 +86,43 @@ class Count:
                     return True, f"made a folder the judge cannot list ({e})"
         return False, None
 
+    def _over(self):
+        if self.used > self.cap:
+            return f"wrote more than {gib(self.cap)} to their scratch folders and logs (files in no folder too)"
+        return None
+
+    def _held_step(self):
+        """One entry of the holders' open or mapped files: True while there are more to look at."""
+        while self.held_it is None:
+            if not self.held:
+                return False
+            try:
+                self.held_it = os.scandir(self.held.pop())
+            except OSError:          # gone, or no map_files here
+                pass
+        try:
+            entry = next(self.held_it)
+        except (StopIteration, OSError):
+            self.held_it.close()
+            self.held_it = None
+            return True
+        try:
+            st = os.stat(entry.path)             # follows the link to the open file, a deleted one too
+        except OSError:
+            return True
+        if stat.S_ISREG(st.st_mode) and st.st_nlink == 0 and st.st_dev in self.devs and \
+                (st.st_dev, st.st_ino) not in self.counted:
+            self.counted.add((st.st_dev, st.st_ino))
+            self.used += st.st_blocks * 512
+        return True
+
     def close(self):
         if self.it is not None:
             self.it.close()
             self.it = None
+        if self.held_it is not None:
+            self.held_it.close()
+            self.held_it = None
 
 
 class Watch:
@@ -93,16 +138,16 @@ class Watch:
     def wait(self):
         return self.WAIT_S if self.count is not None else min(0.5, max(self.WAIT_S, self.at - time.monotonic()))
 
-    def check(self, paths, now=False):
-        """The reason the files under `paths` are over a cap, or None: `now` a whole count, else one step (a new
-        count when one is due)."""
+    def check(self, paths, now=False, holders=lambda: ()):
+        """The reason the files under `paths` (and the unnamed files of the pids holders() returns, asked once per
+        count) are over a cap, or None: `now` a whole count, else one step (a new count when one is due)."""
         if now:
             self._end()
-            return over(paths)
+            return over(paths, holders=holders())
         if self.count is None:
             if time.monotonic() < self.at:
                 return None
-            self.count = Count(paths)
+            self.count = Count(paths, holders=holders())
         done, why = self.count.step(self.STEP)
         if done:
             self._end()
@@ -114,10 +159,11 @@ class Watch:
         self.count, self.at = None, time.monotonic() + self.EVERY_S
 
 
-def over(paths, cap=DISK_CAP, entries=ENTRIES_CAP):
-    """A reason when the files under `paths` take more than `cap` bytes of disk or number more than `entries`, or
-    hide from the judge (a folder it cannot list); None otherwise. Symbolic links are not followed."""
-    count = Count(paths, cap, entries)
+def over(paths, cap=DISK_CAP, entries=ENTRIES_CAP, holders=()):
+    """A reason when the files under `paths` (and the files in no folder that `holders` hold there) take more than
+    `cap` bytes of disk or number more than `entries`, or hide from the judge (a folder it cannot list); None
+    otherwise. Symbolic links are not followed."""
+    count = Count(paths, cap, entries, holders)
     try:
         while True:
             done, why = count.step(1 << 20)

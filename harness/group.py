@@ -246,9 +246,15 @@ class Group:
     def _disk(self, now=False):
         """The ranks' scratch folders and logs within the caps (disk.Watch: `now` a whole count, between calls; else
         a step of one, which never holds up the reading of a `done` for long)."""
-        why = self._watch.check(self.scratch + [log.name for log in self.logs], now)
+        why = self._watch.check(self.scratch + [log.name for log in self.logs], now, self._holders)
         if why:
             raise GroupFailed("tampering", f"the ranks {why}")
+
+    def _holders(self):
+        """The group's live processes, for the count of files in no folder: its cgroup's members, else the ranks and
+        their descendants."""
+        ranks = {p.pid for p in self.procs}
+        return ranks | (self.jail.members() if self.jail is not None else procs.descendants_of(ranks))
 
     def trace(self, rank):
         """Where rank `rank`'s profiler trace must be: the judge's choice, never the rank's word."""

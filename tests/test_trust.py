@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -29,6 +30,7 @@ EXPECTED = {
     "truncates_out.py": ("runtime error", "PermissionError"),
     "leaves_its_cgroup.py": ("tampering", "processes left running after the call"),
     "floods_scratch.py": ("tampering", "wrote more than 8 GiB to their scratch folders and logs"),
+    "holds_disk_in_no_folder.py": ("tampering", "(files in no folder too)"),
     "floods_its_log.py": ("tampering", "wrote a file of more than 2 GiB (its log or in its scratch)"),
     "sparse_log.py": ("tampering", "wrote a file of more than 2 GiB (its log or in its scratch)"),
     "stalls_the_judge.py": ("tampering", "bytes (at most 256)"),
@@ -379,6 +381,44 @@ def test_the_disk_count_caps_bytes_and_files_without_following_links(tmp_path):
     log.write_bytes(b"a\n" * (1 << 20))
     disk.trim(str(log), keep=10)
     assert log.read_bytes().endswith(b"a\na\na\na\na\n") and log.stat().st_size < 100
+
+
+@pytest.mark.parametrize("how", ["O_TMPFILE", "unlinked and mapped"])
+def test_the_disk_count_sees_files_in_no_folder(tmp_path, how):
+    """A file opened with O_TMPFILE (or unlinked while mapped) and grown with fallocate's KEEP_SIZE is in no folder
+    and of size 0: the count finds it through its holder's open or mapped files, on the counted filesystem only."""
+    from harness import disk
+    code = f"""
+import ctypes, mmap, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+if {how!r} == "O_TMPFILE":
+    fd = os.open({str(tmp_path)!r}, os.O_TMPFILE | os.O_RDWR, 0o600)
+    assert libc.fallocate(fd, 1, 0, 3 << 20) == 0           # FALLOC_FL_KEEP_SIZE
+else:
+    path = os.path.join({str(tmp_path)!r}, "held")
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    assert libc.fallocate(fd, 0, 0, 3 << 20) == 0
+    m = mmap.mmap(fd, 3 << 20)
+    os.close(fd)
+    os.unlink(path)
+print("held", flush=True)
+sys.stdin.read()
+"""
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "held"
+        assert os.listdir(tmp_path) == []
+        assert disk.over([str(tmp_path)], cap=2 << 20) is None                          # no walk finds it
+        assert "files in no folder too" in disk.over([str(tmp_path)], cap=2 << 20, holders=[child.pid])
+        other = tempfile.mkdtemp(dir="/dev/shm")
+        try:
+            assert disk.over([other], cap=2 << 20, holders=[child.pid]) is None        # another filesystem
+        finally:
+            os.rmdir(other)
+    finally:
+        child.communicate("")
+    assert disk.over([str(tmp_path)], cap=2 << 20, holders=[child.pid]) is None        # gone with its holder
 
 
 def test_a_tree_deeper_than_recursion_and_path_max_is_removed_and_refused(tmp_path):

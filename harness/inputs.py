@@ -68,19 +68,21 @@ class Fresh:
 
     def full(self, z, release=False):
         """(a reference video of all of z, its allowance): the fp32 decode with _allowance() (short clips) or the
-        stored clip's allowance; or, with `release`,
-        the release bf16 decode with the stored clip's allowance plus that clip's bf16
-        error, which any video within the allowance of the fp32 decode meets (the triangle inequality; the stored
-        clip's bf16 error stands for that of these latents, drawn from the same statistics)."""
+        stored clip's allowance; or, with `release` and more than PREFIX_LATENT_FRAMES latent frames, the release
+        bf16 decode with the stored clip's allowance plus that clip's bf16 error, which any video within the
+        allowance of the fp32 decode meets (the triangle inequality; the stored clip's bf16 error stands for that
+        of these latents, drawn from the same statistics). Short clips are decoded in fp32 either way (cheap): the
+        maximum error of a short draw varies most, and the stored clip's would not stand for it."""
         import torch
         import reference
         clip = next(c for c, e in spec.CLIPS.items() if e["latent_frames"] == z.shape[2])
         allow = spec.allowance(clip, self.geometry)
+        short = z.shape[2] <= PREFIX_LATENT_FRAMES
         with torch.no_grad():
-            if not release:
+            if not release or short:
                 ref = reference.decode_fp32(z.to(self.device), self._weights()).to(torch.float16).cpu()
                 # A short clip's maximum varies most from draw to draw; a long one's is the stored clip's.
-                return ref, self._allowance(z, ref, clip) if z.shape[2] <= PREFIX_LATENT_FRAMES else allow
+                return ref, self._allowance(z, ref, clip) if short else allow
             ref = reference.decode_bf16(z.to(self.device), self._weights()).to(torch.float16).cpu()
         cal = spec.calibration(clip, self.geometry)
         return ref, {"max_abs": allow["max_abs"] + cal["bf16_max_abs"], "rms": allow["rms"] + cal["bf16_rms"]}

@@ -12,6 +12,7 @@ A call, as the judge runs it (`Group.call`):
      data, then the caller computes the figures from read 1; `out` read again afterwards (read 2) must be bit-equal
      to read 1, else a rank said `done` before its work was finished ("out changed after done").
 """
+import contextlib
 import os
 import pickle
 import resource
@@ -79,9 +80,8 @@ class Group:
         self.calls, self._arrived, self._limit, self._watch = 0, CLOCK(), STARTUP_S, disk.Watch()
         self.jail, self.shm, self.sysv, self.net, self.unfrozen = None, None, ipc.snapshot(), None, None
         earlier = Group.spawned     # ranks were alive before this group's: they may have spent the ports
-        addr, port = _free_port()
-        self.port = port
-        Group.ports.add(port)
+        addr, self.port = _free_port()
+        Group.ports.add(self.port)
         try:
             self._start(solution, geometry, frames, sandbox, profiling, addr)
             self.info = [protocol.ready(r, fields) for r, fields, _ in self._each("ready", None, STARTUP_S)]
@@ -323,7 +323,8 @@ class Group:
         procs.unslow([os.getpid()] + [p.pid for p in self.procs])
         verb = "profile" if profile else "go"
         for r in range(self.world) if profile else ():
-            _unlink(self.trace(r))      # a trace there must be this call's
+            with contextlib.suppress(OSError):
+                os.unlink(self.trace(r))      # a trace there must be this call's
         nonce = secrets.token_hex(8)      # a `done` must echo it: none can be written before `go`
         t0 = CLOCK()
         self.buffers.place(n)
@@ -440,18 +441,10 @@ class Group:
         ipc.remove_new(self.sysv)
         if self.shm is not None:
             for name in set(os.listdir("/dev/shm")) - self.shm:
-                path = os.path.join("/dev/shm", name)
-                disk.remove(path)
+                disk.remove(os.path.join("/dev/shm", name))
 
     def log_tail(self, rank, n=15):
         try:
             return plain("".join(disk.tail(self.logs[rank].name).splitlines(keepends=True)[-n:]))
         except (IndexError, TypeError):
             return ""
-
-
-def _unlink(path):
-    try:
-        os.unlink(path)
-    except OSError:
-        pass

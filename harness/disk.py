@@ -14,6 +14,9 @@ BUILD_CAP = 2 << 30         # a solution's build folder (kept between runs), the
 ENTRIES_CAP = 200_000       # files and folders in them: the judge walks them about once a second
 LOG_KEEP = 1 << 20          # what the judge keeps of a closed group's log (its tail)
 TRACE_NAME = "profile-trace.json"   # where a rank's trace must be, in its own scratch folder
+# The traces bench keeps of one solution's profiled calls (every rank of every workload), together: the baseline's
+# whole set on GPUs is about 1.5 GiB (f121x2 45 MB a rank); 36 traces of 2 GiB would be 72 GiB.
+TRACES_CAP = 8 << 30
 
 
 class Refused(Exception):
@@ -173,9 +176,14 @@ def over(paths, cap=DISK_CAP, entries=ENTRIES_CAP, holders=()):
         count.close()
 
 
-def copy_trace(src, dst, cap=FILE_CAP):
+def copy_trace(src, dst, cap=FILE_CAP, kept=0):
     """Copy a rank's trace from `src` (in its scratch) to `dst`: a regular file there itself (no link followed, no
-    FIFO or device opened to block or stream), at most `cap` bytes. Refused names the solution's failure."""
+    FIFO or device opened to block or stream), at most `cap` bytes, and at most what is left of TRACES_CAP after the
+    `kept` bytes of the solution's earlier traces. Returns its size; Refused names the solution's failure."""
+    if TRACES_CAP - kept < cap:
+        cap, why = max(0, TRACES_CAP - kept), f" (what is left of the {gib(TRACES_CAP)} a solution's traces may take)"
+    else:
+        why = ""
     try:
         fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -187,7 +195,7 @@ def copy_trace(src, dst, cap=FILE_CAP):
         if not stat.S_ISREG(st.st_mode):
             raise Refused("tampering", "the trace in the rank's scratch folder is not a regular file")
         if st.st_size > cap:
-            raise Refused("runtime error", f"the trace is larger than {gib(cap)} ({gib(st.st_size)})")
+            raise Refused("runtime error", f"the trace is larger than {gib(cap)}{why} ({gib(st.st_size)})")
         left = cap + 1          # a file still growing is cut off here and refused
         with open(dst, "wb") as out:
             while left > 0:
@@ -198,7 +206,8 @@ def copy_trace(src, dst, cap=FILE_CAP):
                 left -= len(chunk)
         if left <= 0:
             os.unlink(dst)
-            raise Refused("runtime error", f"the trace is larger than {gib(cap)}")
+            raise Refused("runtime error", f"the trace is larger than {gib(cap)}{why}")
+        return cap + 1 - left
     finally:
         os.close(fd)
 

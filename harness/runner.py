@@ -4,6 +4,7 @@
 Timed calls repeat until the standard error of the median is under 0.5% of it (about a 1% half-width at 95%)
 after at least --min-reps, or until --time-cap seconds of calls, or --max-reps; warm-up calls (checked like the rest)
 come first. The working set (GBs) is far beyond L2, so no cache flush between calls."""
+import contextlib
 import json
 import os
 import secrets
@@ -93,7 +94,7 @@ class Runner:
     def __init__(self, args, solutions, geometry, cpu, console, run, sampler):
         self.args, self.solutions, self.geometry, self.cpu, self.console = args, solutions, geometry, cpu, console
         self.run, self.sampler = run, sampler
-        self.groups, self.info = {}, {}
+        self.groups, self.info, self.traces = {}, {}, {}       # traces: the bytes kept of each solution's
         self.device = "cpu" if cpu else "cuda:0"
         self.fresh = Fresh(geometry, self.device)
         self.atlas = maps.Atlas(geometry, every=args.maps, report=args.report)
@@ -228,7 +229,8 @@ class Runner:
     def profile_call(self, sol, world, workload, rec, z, ref, allow):
         """One more call (checked, not counted) under the profiler with the named scopes on. Each rank's trace is
         taken from where the judge put it (its scratch folder), capped (harness/disk.py); a trace that is missing,
-        too large, not a regular file or not a trace fails the solution's workload."""
+        too large (alone, or with the solution's earlier ones: disk.TRACES_CAP), not a regular file or not a trace
+        fails the solution's workload, and none of the call's traces is kept."""
         os.makedirs(self.args.profile, exist_ok=True)
         prefix = os.path.abspath(os.path.join(self.args.profile, f"{sol['name']}-{workload}"))
         timeout = 3 * call_timeout(z.shape[2], world, self.geometry, self.cpu, self.args.timeout_scale)
@@ -241,7 +243,8 @@ class Runner:
             for r in range(world):
                 path = f"{prefix}-rank{r}.json"
                 try:
-                    disk.copy_trace(group.trace(r), path)
+                    self.traces[sol["name"]] = self.traces.get(sol["name"], 0) + \
+                        disk.copy_trace(group.trace(r), path, kept=self.traces.get(sol["name"], 0))
                     scopes, communication = profile.summarise(path, not self.cpu)
                     ranks.append({"rank": r, "trace": path, "call_s": call["done_s"][r],     # the judge's clock
                                   "scopes": scopes, "communication": communication})
@@ -251,6 +254,9 @@ class Runner:
                     raise GroupFailed("runtime error", f"profile: rank {r}'s trace is not a Chrome trace "
                                                        f"({type(e).__name__}: {str(e)[:200]})", r)
         except GroupFailed as err:
+            for r in range(world):       # a failed profiled call keeps none of its traces
+                with contextlib.suppress(OSError):
+                    os.unlink(f"{prefix}-rank{r}.json")
             self.fail(sol, world, rec, err)
             return
         rec["profile"] = {"status": call["status"], "time_s": call["time_s"], "ranks": ranks}

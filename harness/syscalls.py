@@ -23,6 +23,12 @@ part).
   write on-disk state of any file root owns that outlives the run, and the noatime flag (or an O_NOATIME open)
   would read the decoys without moving their access times: refused with EPERM, openat2 (whose flags the filter
   cannot read) with ENOSYS.
+- Counts the kernel keeps per user, at every world: every rank runs as root, so what one rank holds of a per-user
+  count is missing for every root process of the host, a neighbour's ranks and whatever runs beside the judge. Pipe
+  buffers past the default (F_SETPIPE_SZ; past the per-user soft limit other capless processes get 2-page pipes) and
+  POSIX message queues (mq_open, RLIMIT_MSGQUEUE's bytes) are refused with EPERM. Epoll watches, which gloo and
+  NCCL use, are not bounded (a README known limit: a descriptor limit would not bound them, a file being watched
+  once per descriptor number it ever had).
 - User namespaces, at every world: inside one a rank is root again (network namespaces by the thousand, each held
   against the host's limit): unshare and clone with CLONE_NEWUSER fail with EPERM.
 - Watches: Landlock does not cover inotify, with which a rank could watch the data folder, the repository and the
@@ -57,7 +63,8 @@ DENIED = {
 AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 PRLIMIT64 = {"x86_64": 302, "aarch64": 261}
 FCNTL = {"x86_64": 72, "aarch64": 25}
-F_SETLEASE, F_NOTIFY = 1024, 1026
+F_SETLEASE, F_NOTIFY, F_SETPIPE_SZ = 1024, 1026, 1031
+MQ_OPEN = {"x86_64": 240, "aarch64": 180}
 IO_URING = (425, 426, 427)   # io_uring_setup, _enter, _register: the same on x86_64 and aarch64
 OPENAT2, FILE_SETATTR = 437, 469   # the same on both; openat2's flags lie in memory the filter cannot read
 IOCTL = {"x86_64": 16, "aarch64": 29}
@@ -66,9 +73,11 @@ OPEN = {"x86_64": 2}                 # aarch64 has openat only
 UNSHARE = {"x86_64": 272, "aarch64": 97}
 CLONE = {"x86_64": 56, "aarch64": 220}
 F_SETFL, O_NOATIME, CLONE_NEWUSER = 4, 0o1000000, 0x10000000
-# ioctls that write an inode's flags (noatime, nodump...), generation number or fsxattr: on-disk state of files the
-# rank owns (root's), which outlives the run, and noatime disarms the decoys' access times. Their 32-bit forms too.
-INODE_IOCTLS = (0x40086602, 0x40046602, 0x40087602, 0x40047602, 0x40086604, 0x401C5820)
+# ioctls that write an inode's flags (noatime, nodump...), generation number, fsxattr, encryption policy or verity:
+# on-disk state of files the rank owns (root's), which outlives the run (a policy makes an empty folder refuse
+# writes; verity makes a file read-only for good), and noatime disarms the decoys' access times. 32-bit forms too.
+INODE_IOCTLS = (0x40086602, 0x40046602, 0x40087602, 0x40047602, 0x40086604, 0x401C5820, 0x800C6613, 0x40016613,
+                0x40806685)
 
 PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP = 24, 38, 22
 CLONE3 = 435          # the same on x86_64 and aarch64
@@ -111,10 +120,10 @@ def _assemble(program):
 
 def _filter(arch, metadata=True):
     """The BPF program: kill on another architecture; EPERM for DENIED[arch] (and any x32 call) where `metadata`;
-    always: EPERM for prlimit64 on any process but this one (pid 0), fcntl's F_SETLEASE and F_NOTIFY, O_NOATIME
-    (open, openat, F_SETFL), the inode ioctls, file_setattr, and CLONE_NEWUSER (unshare, clone); ENOSYS for clone3
-    (its CLONE_INTO_CGROUP would move a child out of the group's cgroup; the C library then falls back to clone),
-    openat2 and io_uring (their flags or operations out of the filter's sight); allow the rest."""
+    always: EPERM for prlimit64 on any process but this one (pid 0), fcntl's F_SETLEASE, F_NOTIFY and F_SETPIPE_SZ,
+    mq_open, O_NOATIME (open, openat, F_SETFL), the inode ioctls, file_setattr, and CLONE_NEWUSER (unshare, clone);
+    ENOSYS for clone3 (its CLONE_INTO_CGROUP would move a child out of the group's cgroup; the C library then falls
+    back to clone), openat2 and io_uring (their flags or operations out of the filter's sight); allow the rest."""
     numbers = sorted(set(DENIED[arch].values())) if metadata else []
     pid_or_fd, second, third = 16, 24, 32               # seccomp_data.args[0], [1] and [2], their low words
     program = [(_BPF_LD_W_ABS, 0, 0, 4),               # seccomp_data.arch
@@ -125,6 +134,7 @@ def _filter(arch, metadata=True):
     program += [(_BPF_JEQ_K, "eperm", 0, nr) for nr in numbers]
     program += [(_BPF_JEQ_K, "enosys", 0, nr) for nr in (CLONE3, OPENAT2, *IO_URING)]
     program += [(_BPF_JEQ_K, "eperm", 0, FILE_SETATTR),
+                (_BPF_JEQ_K, "eperm", 0, MQ_OPEN[arch]),
                 (_BPF_JEQ_K, "prlimit", 0, PRLIMIT64[arch]),
                 (_BPF_JEQ_K, "fcntl", 0, FCNTL[arch]),
                 (_BPF_JEQ_K, "ioctl", 0, IOCTL[arch]),
@@ -137,6 +147,7 @@ def _filter(arch, metadata=True):
                 "fcntl", (_BPF_LD_W_ABS, 0, 0, second),
                 (_BPF_JEQ_K, "eperm", 0, F_SETLEASE),
                 (_BPF_JEQ_K, "eperm", 0, F_NOTIFY),
+                (_BPF_JEQ_K, "eperm", 0, F_SETPIPE_SZ),
                 (_BPF_JEQ_K, 0, "allow", F_SETFL),
                 (_BPF_LD_W_ABS, 0, 0, third),           # F_SETFL's flags: no O_NOATIME (the decoys' access times)
                 (_BPF_JSET_K, "eperm", "allow", O_NOATIME),
@@ -158,9 +169,9 @@ def _filter(arch, metadata=True):
 def deny(metadata=True):
     """Install the seccomp filter on this thread (and what it starts later): no process's resource limits but its
     own (a neighbour's or the judge's, which the kernel lets any process of the same user lower), no leases, no
-    io_uring, no inode flags, O_NOATIME or user namespaces, and with
-    `metadata` no writes of inode metadata, no keyrings and no file watches. Returns the architecture, or None where it has no table
-    here."""
+    io_uring, no inode flags, O_NOATIME, user namespaces, larger pipes or message queues, and with `metadata` no
+    writes of inode metadata, no keyrings and no file watches. Returns the architecture, or None where it has no
+    table here."""
     arch = platform.machine()
     if arch not in DENIED:
         return None

@@ -301,16 +301,17 @@ def test_a_rank_cannot_change_another_process_s_limits(metadata):
     neighbour); the filter (both forms) refuses prlimit on any pid but the rank's own (0), which still works. Both
     forms also refuse leases (which stall every other process's open of a file for 45 s), dnotify, io_uring (whose
     operations pass the filter unseen), the ioctls that write inode flags and generations (state on disk; noatime
-    disarms the decoys), O_NOATIME, user namespaces and openat2 (its flags out of the filter's sight); other fcntl
-    commands and ioctls work."""
+    disarms the decoys), O_NOATIME, user namespaces and openat2 (its flags out of the filter's sight), larger pipes,
+    message queues, encryption policies and verity; other fcntl commands and ioctls work."""
     code = f"""
 import os, resource
 from harness import syscalls
 syscalls.drop_capabilities()
 syscalls.deny(metadata={metadata})
 {ERRNO_OF}soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-import ctypes, fcntl, tempfile
+import ctypes, fcntl, platform, tempfile
 libc = ctypes.CDLL(None, use_errno=True)
+mq_open = 240 if platform.machine() == "x86_64" else 180
 handle, path = tempfile.mkstemp()
 os.close(handle)                  # no writer left: a read lease would be granted
 fd = os.open(path, os.O_RDONLY)
@@ -330,7 +331,11 @@ print(errno_of(lambda: resource.prlimit(os.getppid(), resource.RLIMIT_NOFILE, (1
       errno_of(lambda: fcntl.fcntl(fd, fcntl.F_SETFL, os.O_NOATIME)),
       errno_of(lambda: fcntl.fcntl(fd, fcntl.F_SETFL, os.O_NONBLOCK)),
       0 if libc.unshare(0x10000000) == 0 else ctypes.get_errno(),                     # CLONE_NEWUSER
-      0 if libc.syscall(437, -100, path.encode(), ctypes.create_string_buffer(24), 24) >= 0 else ctypes.get_errno())
+      0 if libc.syscall(437, -100, path.encode(), ctypes.create_string_buffer(24), 24) >= 0 else ctypes.get_errno(),
+      errno_of(lambda: fcntl.fcntl(os.pipe()[0], 1031, 1 << 20)),                    # F_SETPIPE_SZ
+      0 if libc.syscall(mq_open, b"/wan-probe", os.O_CREAT | os.O_RDWR, 0o600, None) >= 0 else ctypes.get_errno(),
+      errno_of(lambda: fcntl.ioctl(folder, 0x800C6613, bytearray(12))),            # FS_IOC_SET_ENCRYPTION_POLICY
+      errno_of(lambda: fcntl.ioctl(fd, 0x40806685, bytearray(128))))                # FS_IOC_ENABLE_VERITY
 """
     before = resource.getrlimit(resource.RLIMIT_NOFILE)
     p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
@@ -338,8 +343,9 @@ print(errno_of(lambda: resource.prlimit(os.getppid(), resource.RLIMIT_NOFILE, (1
     assert p.returncode == 0, p.stderr
     # EPERM on the parent; its own limits, freely; no lease, no dnotify (EPERM), io_uring absent (ENOSYS); no
     # inode flags or generation written, no O_NOATIME, no user namespace (EPERM); openat2 absent (ENOSYS)
-    assert p.stdout.split() == ["1", "0", "0", "1", "1", "0", "0", "38", "1", "1", "0", "1", "1", "0", "1", "38"], \
-        p.stdout
+    # Nor pipes past the default size, message queues (root's per-user counts), encryption policies or verity.
+    assert p.stdout.split() == ["1", "0", "0", "1", "1", "0", "0", "38", "1", "1", "0", "1", "1", "0", "1", "38",
+                                "1", "1", "1", "1"], p.stdout
     assert resource.getrlimit(resource.RLIMIT_NOFILE) == before
 
 

@@ -37,6 +37,7 @@ EXPECTED = {
     "limits_the_judge.py": ("runtime error", "PermissionError"),
     "signals_the_judge.py": ("runtime error", "both signals to the judge refused"),
     "leases_a_shared_file.py": ("runtime error", "PermissionError"),
+    "spends_root_counts.py": ("runtime error", "root's per-user counts refused: F_SETPIPE_SZ, mq_open"),
     "uses_io_uring.py": ("runtime error", "io_uring_setup refused: Function not implemented"),
     "disarms_the_decoys.py": ("runtime error", "noatime refused both ways"),
     "blames_the_harness.py": ("runtime error", "(it reported a harness error in run): the harness broke, not me"),
@@ -349,11 +350,16 @@ def test_profile_takes_only_the_trace_the_judge_placed(tiny_data, tmp_path):
 
 
 def test_a_trace_is_copied_only_from_a_regular_file_and_capped(tmp_path):
+    """A trace alone at most `cap`, a solution's traces together at most disk.TRACES_CAP; a regular file only."""
     from harness import disk
     src, dst = tmp_path / "trace.json", tmp_path / "copy.json"
     src.write_bytes(b"x" * 5000)
-    disk.copy_trace(str(src), str(dst))
-    assert dst.read_bytes() == src.read_bytes()
+    assert disk.copy_trace(str(src), str(dst)) == 5000 and dst.read_bytes() == src.read_bytes()
+    # The solution's traces together: 5000 bytes fit beside TRACES_CAP - 5000 kept, not beside one byte more.
+    assert disk.copy_trace(str(src), str(dst), kept=disk.TRACES_CAP - 5000) == 5000
+    with pytest.raises(disk.Refused, match="what is left of the 8 GiB a solution's traces may take"):
+        disk.copy_trace(str(src), str(tmp_path / "over.json"), kept=disk.TRACES_CAP - 4999)
+    assert not (tmp_path / "over.json").exists()
     with pytest.raises(disk.Refused, match="larger than") as e:
         disk.copy_trace(str(src), str(tmp_path / "big.json"), cap=4096)
     assert e.value.status == "runtime error" and not (tmp_path / "big.json").exists()

@@ -43,7 +43,7 @@ SLOW = pytest.mark.slow
 @pytest.mark.parametrize("solution, workload, status, reason", [
     ("raises_on_rank1.py", "f5x4", "runtime error", "rank 1: RuntimeError: rank 1 gives up [/] [red]??[2K?[1APASS f5x4"),
     pytest.param("hangs.py", "f5x1", "timeout", "no answer within", marks=pytest.mark.slow),   # 11 s of waiting
-    ("crashes.py", "f5x4", "crash", "died (exit code 3)"),
+    pytest.param("crashes.py", "f5x4", "crash", "died (exit code 3)", marks=SLOW),
     pytest.param("raises_a_long_error.py", "f5x1", "runtime error", "RuntimeError: compile failed", marks=SLOW),
     ("wrong_shape.py", "f5x1", "incorrect", "out's storage, shape or strides changed"),
     pytest.param("nan.py", "f5x1", "incorrect", "1 elements not finite", marks=pytest.mark.slow),
@@ -90,18 +90,21 @@ def test_reference_passes_short_workloads_and_checks_every_call(tiny_data, tmp_p
 
 
 @pytest.mark.slow
-def test_reference_every_workload(tiny_data, tmp_path):
-    """Every workload passes (worlds 1, 2, 4 through gloo), the timed ones timed, objective = geomean."""
+def test_reference_at_every_world(tiny_data, tmp_path):
+    """Untimed and timed workloads at worlds 1, 2 and 4 (gloo) pass, the timed ones timed, the objective their
+    geomean, partial (every workload through the same judge: test_ci's whole gate of the baseline; the objective's
+    completeness: test_stats_and_objective)."""
     out = tmp_path / "r.json"
-    p = bench(tiny_data, "solutions/reference", "--json", str(out), "--max-reps", "3", timeout=1200)
+    p = bench(tiny_data, "solutions/reference", "--workloads", "f1x1,f5x4,f121x1,f121x2,f121x4", "--json", str(out),
+              "--warmup", "0", "--min-reps", "3", "--max-reps", "3", timeout=1200)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     report = json.loads(out.read_text())
-    assert set(report["workloads"]) == set(spec.WORKLOADS)
+    assert set(report["workloads"]) == {"f1x1", "f5x4", "f121x1", "f121x2", "f121x4"}
     assert all(r["passed"] for r in report["workloads"].values())
     timed = [r for r in report["workloads"].values() if r["timed"]]
-    assert len(timed) == len(spec.TIMED_WORKLOADS) and all(r["n"] >= 3 and len(r["samples_s"]) == r["n"] for r in timed)
+    assert len(timed) == 3 and all(r["n"] == 3 and len(r["samples_s"]) == r["n"] for r in timed)
     geo = math.exp(sum(math.log(r["median_s"]) for r in timed) / len(timed))
-    assert report["objective_s"] == pytest.approx(geo, rel=1e-12) and report["objective_complete"]
+    assert report["objective_s"] == pytest.approx(geo, rel=1e-12) and not report["objective_complete"]
     for r in timed:
         s = sorted(r["samples_s"])
         n = len(s)
@@ -364,6 +367,7 @@ def test_peaks_a_rank_gives_on_some_calls_only_are_summed_up_without_a_crash():
     assert summed([None, 5], [None, 6]) is None and summed() is None
 
 
+@pytest.mark.slow      # the default tier keeps test_ci's forges_the_console
 def test_a_solutions_lines_never_start_where_the_judges_do(tiny_data, tmp_path):
     """A message of many lines (a PASS of its own, a failure blamed on the solution beside it): on the console each
     line after its first is indented behind report.QUOTE."""

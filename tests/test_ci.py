@@ -48,12 +48,11 @@ def test_honest_solutions_pass(tiny_data, tmp_path, solution):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("solution", ["solutions/reference", "solutions/baseline"])
-@pytest.mark.parametrize("attempt", [1, 2])
-def test_honest_solutions_pass_every_time(tiny_data, tmp_path, attempt, solution):
-    """The whole gate, twice each: no check (the repeat check above all, 100% on a loaded 2-core CPU, with its second
-    look) fails an honest solution."""
-    p, report, xml = gate(tiny_data, tmp_path, solution)
+def test_the_baseline_passes_the_whole_gate(tiny_data, tmp_path):
+    """The whole gate, every workload: no check (the repeat check above all, 100% on a loaded 2-core CPU, with its
+    second look) fails the shipped solution (the reference: test_honest_solutions_pass's three workloads, every
+    world)."""
+    p, report, xml = gate(tiny_data, tmp_path, "solutions/baseline")
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     names = {c["name"] for c in report["checks"]}
     assert {"audit", "f481x4", "f1x1"} <= names
@@ -89,8 +88,7 @@ EXPECTED = {
 
 
 # The default tier's share: one cheat per kind of check (the rest run in the slow tier).
-DEFAULT = ("stale_out.py", "patches_timer.py", "reads_reference.py", "modifies_weights.py", "low_precision.py",
-           "name_is_a_path")
+DEFAULT = ("stale_out.py", "patches_timer.py", "name_is_a_path", "forges_the_console.py")
 
 
 @pytest.mark.parametrize("cheat", [c if c in DEFAULT else pytest.param(c, marks=pytest.mark.slow)

@@ -150,7 +150,8 @@ def test_bench_report_of_timed_solutions(tiny_data, tmp_path):
     """Two honest solutions timed at world 2 (A/B verdict, rooflines, profiles) and a wrong seam row, all in a page."""
     folder = tmp_path / "report"
     p = run(tiny_data, "bench.py", "solutions/reference", "solutions/baseline", os.path.join(BROKEN, "wrong_seam.py"),
-            "--workloads", "f121x2", "--max-reps", "3", "--profile", str(tmp_path / "prof"), "--report", str(folder),
+            "--workloads", "f121x2", "--warmup", "0", "--min-reps", "2", "--max-reps", "2", "--profile",
+            str(tmp_path / "prof"), "--report", str(folder),
             "--json", str(tmp_path / "r.json"), timeout=1200)
     assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-3000:]
     report = json.loads((tmp_path / "r.json").read_text())

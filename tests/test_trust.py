@@ -165,8 +165,10 @@ def test_a_replay_is_not_hidden_by_slowed_fresh_calls(tiny_data, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("cheat", sorted(INPUTS))
-def test_gate_without_audit_fails_every_cheat_on_the_inputs(tiny_data, tmp_path, cheat):
+@pytest.mark.parametrize("cheat", sorted(c for c in INPUTS if INPUTS[c][3] != "start x1"))
+def test_gate_without_audit_fails_the_cheats_on_the_inputs(tiny_data, tmp_path, cheat):
+    """The gate's own checks of the inputs (fresh draws, a stored call and its repeat, the second look); the census
+    at a group's start is the judge's, which bench's run of every cheat above shows."""
     *_, check, status, phrase = INPUTS[cheat]
     out = tmp_path / "ci.json"
     p = subprocess.run([sys.executable, "ci.py", os.path.join(CHEATS, cheat), "--tiny", "--no-audit", "--workloads",
@@ -177,12 +179,6 @@ def test_gate_without_audit_fails_every_cheat_on_the_inputs(tiny_data, tmp_path,
     assert check in fails, (fails, p.stdout[-2000:])
     assert fails[check]["status"] == status and phrase in fails[check]["reason"], fails[check]
     assert p.returncode == 1
-
-
-def test_gate_without_audit_fails_a_gate_detector(tiny_data, tmp_path):
-    """The default tier's share of the above."""
-    for cheat in ("detects_gate.py",):
-        test_gate_without_audit_fails_every_cheat_on_the_inputs(tiny_data, tmp_path, cheat)
 
 
 @pytest.mark.slow
@@ -196,8 +192,7 @@ def test_skipping_work_after_the_first_calls_is_incorrect(tiny_data, tmp_path):
     assert rec["status"] == "incorrect" and "max|d|" in rec["reason"], rec
 
 
-DEFAULT = ("forges_lines.py", "early_done.py", "hooks_after_window.py", "reads_data_folder.py", "forges_a_pass.py",
-           "truncates_out.py", "leaves_its_cgroup.py", "floods_scratch.py")
+DEFAULT = ("forges_lines.py", "early_done.py", "reads_data_folder.py", "forges_a_pass.py", "leaves_its_cgroup.py")
 
 
 @pytest.mark.parametrize("cheats", [DEFAULT, pytest.param(tuple(EXPECTED), marks=pytest.mark.slow)],
@@ -221,9 +216,18 @@ def test_bench_fails_every_cheat_for_its_reason(tiny_data, tmp_path, cheats):
     assert "time.sleep(300)" not in ps
 
 
+# The gate's share of EXPECTED: one judge (harness/group.py) runs bench's calls and the gate's, and bench's run of
+# every cheat shows each defence; these show the gate reporting them, one cheat per layer of the judge (the protocol,
+# out, the filesystem lock, the decoys, processes, the disk, forged statuses, the weights, the command pipe, the
+# filter; early_done in the default tier).
+GATE = ("forges_lines.py", "json_bomb.py", "reads_data_folder.py", "reads_reference.py",
+        "child_process.py", "leaves_its_cgroup.py", "floods_scratch.py", "forges_a_pass.py", "blames_the_harness.py",
+        "weights_tail.py", "closes_its_commands.py", "uses_io_uring.py")
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("cheat", sorted(EXPECTED))
-def test_gate_without_audit_fails_every_cheat_for_its_reason(tiny_data, tmp_path, cheat):
+@pytest.mark.parametrize("cheat", GATE)
+def test_gate_without_audit_fails_a_cheat_per_layer(tiny_data, tmp_path, cheat):
     status, phrase = EXPECTED[cheat]
     out = tmp_path / "ci.json"
     p = subprocess.run([sys.executable, "ci.py", os.path.join(CHEATS, cheat), "--tiny", "--no-audit", "--workloads",
@@ -253,7 +257,7 @@ def test_the_judge_outlasts_a_flood_of_lines(tiny_data, tmp_path):
 def test_gate_without_audit_fails_an_early_done(tiny_data, tmp_path):
     """The default tier's share of the above: a cheat on the protocol itself."""
     for cheat in ("early_done.py",):
-        test_gate_without_audit_fails_every_cheat_for_its_reason(tiny_data, tmp_path, cheat)
+        test_gate_without_audit_fails_a_cheat_per_layer(tiny_data, tmp_path, cheat)
 
 
 def test_leaves_nothing_behind(tiny_data, tmp_path):
@@ -332,6 +336,7 @@ def test_the_judge_removes_the_system_v_objects_made_after_a_snapshot():
     assert sorted(k for k, _ in removed) == ["msg", "sem", "shm"] and ipc.snapshot() <= before
 
 
+@pytest.mark.slow      # 18 s: the default tier keeps test_profile's honest trace and the copy's unit test
 def test_profile_takes_only_the_trace_the_judge_placed(tiny_data, tmp_path):
     """--profile copies each rank's trace from the one place the judge chose in its scratch folder, a regular file
     there and capped: a report naming /dev/zero, a link to it or a FIFO in that place fail the solution, at once."""

@@ -134,7 +134,7 @@ def _band_worker(rank, world, port, t, result):
 
 
 
-@pytest.mark.parametrize("world", [2, 4])
+@pytest.mark.parametrize("world", [2, pytest.param(4, marks=pytest.mark.slow)])
 def test_band_split_equals_the_reference_in_fp32(world):
     """Bands of rows with halo exchange (gloo): the same video within rounding, seams included."""
     import socket

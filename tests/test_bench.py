@@ -45,7 +45,7 @@ SLOW = pytest.mark.slow
     pytest.param("hangs.py", "f5x1", "timeout", "no answer within", marks=pytest.mark.slow),   # 11 s of waiting
     pytest.param("crashes.py", "f5x4", "crash", "died (exit code 3)", marks=SLOW),
     pytest.param("raises_a_long_error.py", "f5x1", "runtime error", "RuntimeError: compile failed", marks=SLOW),
-    ("wrong_shape.py", "f5x1", "incorrect", "out's storage, shape or strides changed"),
+    pytest.param("wrong_shape.py", "f5x1", "incorrect", "out's storage, shape or strides changed", marks=SLOW),
     pytest.param("nan.py", "f5x1", "incorrect", "1 elements not finite", marks=pytest.mark.slow),
     pytest.param("unwritten.py", "f5x1", "incorrect", "elements not finite (NaN is the poison: unwritten elements)",
                  marks=SLOW),
@@ -111,6 +111,7 @@ def test_reference_at_every_world(tiny_data, tmp_path):
         assert r["median_s"] == pytest.approx(s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2)
 
 
+@pytest.mark.slow      # the default tier's test_trust runs the reference beside cheats in one run
 def test_two_solutions_interleaved_with_a_verdict(tiny_data, tmp_path):
     out = tmp_path / "r.json"
     p = bench(tiny_data, "solutions/reference", os.path.join(BROKEN, "nan.py"), "--workloads", "f5x1",

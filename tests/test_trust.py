@@ -192,7 +192,7 @@ def test_skipping_work_after_the_first_calls_is_incorrect(tiny_data, tmp_path):
     assert rec["status"] == "incorrect" and "max|d|" in rec["reason"], rec
 
 
-DEFAULT = ("forges_lines.py", "early_done.py", "reads_data_folder.py", "forges_a_pass.py", "leaves_its_cgroup.py")
+DEFAULT = ("forges_lines.py", "early_done.py", "reads_data_folder.py")
 
 
 @pytest.mark.parametrize("cheats", [DEFAULT, pytest.param(tuple(EXPECTED), marks=pytest.mark.slow)],
@@ -219,8 +219,8 @@ def test_bench_fails_every_cheat_for_its_reason(tiny_data, tmp_path, cheats):
 # The gate's share of EXPECTED: one judge (harness/group.py) runs bench's calls and the gate's, and bench's run of
 # every cheat shows each defence; these show the gate reporting them, one cheat per layer of the judge (the protocol,
 # out, the filesystem lock, the decoys, processes, the disk, forged statuses, the weights, the command pipe, the
-# filter; early_done in the default tier).
-GATE = ("forges_lines.py", "json_bomb.py", "reads_data_folder.py", "reads_reference.py",
+# filter).
+GATE = ("forges_lines.py", "json_bomb.py", "early_done.py", "reads_data_folder.py", "reads_reference.py",
         "child_process.py", "leaves_its_cgroup.py", "floods_scratch.py", "forges_a_pass.py", "blames_the_harness.py",
         "weights_tail.py", "closes_its_commands.py", "uses_io_uring.py")
 
@@ -252,12 +252,6 @@ def test_the_judge_outlasts_a_flood_of_lines(tiny_data, tmp_path):
                            text=True, timeout=300)
         rec = json.loads(out.read_text())["workloads"][workload]
         assert rec["status"] == "tampering" and phrase in rec["reason"], (cheat, rec, p.stdout[-2000:])
-
-
-def test_gate_without_audit_fails_an_early_done(tiny_data, tmp_path):
-    """The default tier's share of the above: a cheat on the protocol itself."""
-    for cheat in ("early_done.py",):
-        test_gate_without_audit_fails_a_cheat_per_layer(tiny_data, tmp_path, cheat)
 
 
 def test_leaves_nothing_behind(tiny_data, tmp_path):

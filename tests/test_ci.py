@@ -29,35 +29,24 @@ def failures(report):
     return {c["name"]: (c["status"], c["reason"] or "") for c in report["checks"] if c["status"] != "passed"}
 
 
-# Both gate runs are in the slow tier (22 s each of the default tier's 4-minute budget on a 2-core machine); the
-# default tier's cheats pass the same gate's every check but the one each fails.
-@pytest.mark.parametrize("solution", [pytest.param("solutions/reference", marks=pytest.mark.slow),
-                                      pytest.param("solutions/baseline", marks=pytest.mark.slow)])
-def test_honest_solutions_pass(tiny_data, tmp_path, solution):
-    """Every world, fresh latents and one stored workload per world."""
-    p, report, xml = gate(tiny_data, tmp_path, solution, "--workloads", "f5x1,f121x2,f17x4")
+# Both gate runs are in the slow tier (30 s or more each of the default tier's 4-minute budget on a 2-core machine);
+# the default tier's cheats pass the same gate's every check but the one each fails.
+@pytest.mark.slow
+@pytest.mark.parametrize("solution, workloads", [("solutions/reference", "f5x1,f121x2,f17x4"),
+                                                 ("solutions/baseline", "f5x1,f121x2,f481x4")])
+def test_honest_solutions_pass(tiny_data, tmp_path, solution, workloads):
+    """Every world, fresh latents and one stored workload per world, the longest clip among them (each workload's
+    stored clip, through the same judge: bench's own tests)."""
+    p, report, xml = gate(tiny_data, tmp_path, solution, "--workloads", workloads)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     names = {c["name"] for c in report["checks"]}
-    assert {"audit", "f5x1", "f121x2", "f17x4"} <= names
+    assert {"audit", *workloads.split(",")} <= names
     assert sum(n.startswith("fresh latents") for n in names) == 6   # two per world, worlds 1, 2, 4
     assert all(c["status"] == "passed" for c in report["checks"])
     assert report["isolation"].startswith("landlock") and "PASSED" in p.stdout
     assert "<testsuite" in xml.read_text() and 'failures="0"' in xml.read_text()
     if solution == "solutions/baseline":    # its one allowance (Triton's interpreter switch) is shown, not silent
         assert "allowed by the solution: kernels.py:30: environment" in p.stdout, p.stdout[-3000:]
-
-
-@pytest.mark.slow
-def test_the_baseline_passes_the_whole_gate(tiny_data, tmp_path):
-    """The whole gate, every workload: no check (the repeat check above all, 100% on a loaded 2-core CPU, with its
-    second look) fails the shipped solution (the reference: test_honest_solutions_pass's three workloads, every
-    world)."""
-    p, report, xml = gate(tiny_data, tmp_path, "solutions/baseline")
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    names = {c["name"] for c in report["checks"]}
-    assert {"audit", "f481x4", "f1x1"} <= names
-    assert sum(n.startswith("fresh latents") for n in names) == 6   # two per world, worlds 1, 2, 4
-    assert all(c["status"] == "passed" for c in report["checks"])
 
 
 # cheat -> (exit code, check name, status, a phrase of the reason). Each runs on f1x1 and f5x1 plus fresh latents.

@@ -66,7 +66,7 @@ INPUTS = {
                           "f121x1 again", "tampering", "faster on repeated inputs"),
     "replays_from_prepared.py": ("f121x1", "tampering", "faster on repeated inputs",
                                  "f121x1 again", "tampering", "faster on repeated inputs"),
-    "skips_after_a_replay.py": ("f121x1", "tampering", "faster on repeated inputs",
+    "skips_after_a_replay.py": ("f121x1", "incorrect", "max|d|",       # its skipped second-look calls, in full
                                 "f121x1 again", "tampering", "on a second look: max|d|"),
     "detects_gate.py": ("f121x1", "impossible", "below the roofline floor",
                         "f121x1 again", "tampering", "faster on repeated inputs"),
@@ -119,7 +119,9 @@ def test_a_stored_clip_is_not_answered_from_another(tiny_data, tmp_path):
     report = json.loads(out.read_text())
     assert report["workloads"]["f121x1"]["passed"], p.stdout[-2000:]
     rec = report["workloads"]["f17x1"]
-    assert [c["inputs"] for c in rec["calls"]] == ["stored", "fresh"], rec["calls"]
+    from harness.runner import LOOKS       # the stored call looked too fast: a second look before the verdict
+    kinds = [(c["inputs"], c["second_look"]) for c in rec["calls"]]
+    assert kinds == [("stored", False), ("fresh", False)] + [("fresh", True)] * LOOKS, rec["calls"]
     assert rec["status"] == "tampering" and "faster on repeated inputs" in rec["reason"], (rec["status"], rec["reason"])
     out = tmp_path / "ci.json"
     p = subprocess.run([sys.executable, "ci.py", cheat, "--tiny", "--no-audit", "--workloads", "f17x1,f121x1",
@@ -165,10 +167,11 @@ def test_a_replay_is_not_hidden_by_slowed_fresh_calls(tiny_data, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("cheat", sorted(c for c in INPUTS if INPUTS[c][3] != "start x1"))
+@pytest.mark.parametrize("cheat", ["replays_slowly.py", "skips_after_a_replay.py", "predicts_data.py"])
 def test_gate_without_audit_fails_the_cheats_on_the_inputs(tiny_data, tmp_path, cheat):
-    """The gate's own checks of the inputs (fresh draws, a stored call and its repeat, the second look); the census
-    at a group's start is the judge's, which bench's run of every cheat above shows."""
+    """The gate's own checks of the inputs: a stored call and its repeat against the unseen ones, the second look
+    verified in full, fresh draws (the replays' other forms and the census at a group's start: bench's run of every
+    cheat above, through the same judge)."""
     *_, check, status, phrase = INPUTS[cheat]
     out = tmp_path / "ci.json"
     p = subprocess.run([sys.executable, "ci.py", os.path.join(CHEATS, cheat), "--tiny", "--no-audit", "--workloads",

@@ -80,7 +80,14 @@ def parse_args(argv):
     p.add_argument("--profile", metavar="DIR", help="after a workload's calls, profile one more call per rank with "
                                                      "the named scopes on: Chrome traces and a per-scope table in DIR")
     html.add_arguments(p, "workloads")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    for name, value, least in (("--warmup", args.warmup, 0), ("--min-reps", args.min_reps, 1),
+                               ("--max-reps", args.max_reps, max(1, args.min_reps))):
+        if value < least:
+            p.error(f"{name} must be at least {least} (got {value})")
+    if not (args.time_cap > 0 and args.timeout_scale > 0):
+        p.error(f"--time-cap and --timeout-scale must be positive (got {args.time_cap:g}, {args.timeout_scale:g})")
+    return args
 
 
 def plan(args, console, gpus, cpu):

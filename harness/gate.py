@@ -8,9 +8,9 @@ each stored workload twice, the second time on latents the solution has seen, wh
 fresh calls of that shape beyond noise (bench's tolerance, runner.too_fast): the fastest of a timed shape's fresh
 draws, an untimed shape's call on unseen latents after its warm-up (a shape's first call may compile or autotune),
 never a process's first call; every call that sets that bar is verified in full (one checked in part could skip
-work to lower it). A call that looks too fast gets a second look: two more unseen calls of its shape, verified in
-full, against which its own time is judged again (a machine that became quieter speeds them too; a solution can
-only slow them)."""
+work to lower it). A call that looks too fast, or has no bar yet, gets a second look: two more unseen calls of its
+shape, verified in full, against which its own time is judged again (a machine that became quieter speeds them
+too; a solution can only slow them)."""
 import bounds
 import spec
 from harness import checks, hardware, maps, report
@@ -156,8 +156,9 @@ class Gate:
                     return
             try:
                 call = self.call(group, name, t, world, self.case(t, kind, key), first)
-                # latents a process may have seen: not faster than unseen ones
-                if kind in ("stored", "repeat") and too_fast([call["time_s"]], times.get(t, []), self.cpu):
+                # latents a process may have seen: not faster than unseen ones (no bar yet: a second look sets one)
+                bar = times.get(t)
+                if kind in ("stored", "repeat") and (not bar or too_fast([call["time_s"]], bar, self.cpu)):
                     more = self.second_look(group, t, world, key, first, times.setdefault(t, []))
                     why = too_fast([call["time_s"]], times[t], self.cpu)
                     more += [("tampering", why)] if why else []
@@ -183,11 +184,13 @@ class Gate:
             group.close(graceful=True)
 
     def second_look(self, group, t, world, workload, first, unseen):
-        """After a call on seen latents looked too fast: two more calls of its shape on latents never seen (verified
-        in full), whose times join `unseen`. The flagged call's own time stands: a machine that was loaded during the
-        earlier unseen calls and is quiet now speeds these too, while a solution can only make its unseen calls
-        slower, never faster than its work (so it cannot talk its way past a replay, as it could if the latents were
-        sent again). Returns the problems of these two calls; the caller judges the flagged time again."""
+        """After a call on seen latents looked too fast, or came with no unseen call of its shape to judge it by
+        (with --fresh-calls 1 a world's only fresh call of f5's shape is its process's first, never a bar): two more
+        calls of its shape on latents never seen (verified in full), whose times join `unseen`. The flagged call's
+        own time stands: a machine that was loaded during the earlier unseen calls and is quiet now speeds these too,
+        while a solution can only make its unseen calls slower, never faster than its work (so it cannot talk its way
+        past a replay, as it could if the latents were sent again). Returns the problems of these two calls; the
+        caller judges the flagged time again."""
         calls = [self.call(group, f"{workload} second look #{k + 1}", t, world,
                            self.case(t, "unseen", f"{world}/{workload}/second look/{k}"), first) for k in range(2)]
         unseen += [c["time_s"] for c in calls if c["status"] == "passed"]

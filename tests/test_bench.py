@@ -156,6 +156,20 @@ def test_stats_and_objective():
     assert checks.objective(recs, spec.TIMED_WORKLOADS)[1] is False
 
 
+def test_counts_and_limits_out_of_range_are_refused(capsys):
+    """A run with no timed call (--min-reps 0 crashed the plan), a negative warm-up, fewer reps at most than at least,
+    or a cap that is not positive: one clear error naming the option."""
+    import bench
+    for argv, phrase in ((["--min-reps", "0"], "--min-reps must be at least 1"),
+                         (["--warmup", "-1"], "--warmup must be at least 0"),
+                         (["--min-reps", "4", "--max-reps", "3"], "--max-reps must be at least 4"),
+                         (["--time-cap", "nan"], "must be positive")):
+        with pytest.raises(SystemExit):
+            bench.parse_args(["solutions/reference", *argv])
+        assert phrase in capsys.readouterr().err
+    assert bench.parse_args(["solutions/reference", "--warmup", "0", "--min-reps", "1"]).min_reps == 1
+
+
 def test_worst_status_wins_and_keeps_every_reason():
     from harness import checks
     assert checks.worst([]) == ("passed", None)

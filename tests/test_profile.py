@@ -218,6 +218,22 @@ def test_a_trace_too_costly_to_parse_fails_in_a_bounded_child(tmp_path):
     assert len(profile.summarise(str(trace), True)[0]) == 65
 
 
+def test_a_trace_of_too_many_scopes_is_unreadable(tmp_path):
+    """Each scope's total sums its descendants (the square of the count, in the child) and each is a console row in
+    the judge: more than MAX_SCOPES distinct scopes, ancestors included, fail the trace; MAX_SCOPES pass."""
+    import json
+    from harness import profile
+
+    def trace(n):
+        path = tmp_path / f"t{n}.json"
+        path.write_text(json.dumps({"traceEvents": [{"ph": "X", "cat": "user_annotation", "name": f"decoder/s{i}",
+                                                     "ts": i, "dur": 1, "pid": 1, "tid": 1} for i in range(n)]}))
+        return str(path)
+    assert len(profile.summarise(trace(profile.MAX_SCOPES), False)[0]) == profile.MAX_SCOPES   # decoder: no row
+    with pytest.raises(profile.Unreadable, match=f"more than {profile.MAX_SCOPES}"):
+        profile.summarise(trace(profile.MAX_SCOPES + 1), False)
+
+
 def test_a_trace_with_an_endless_duration_is_unreadable(tmp_path):
     """A duration of 1e999 parses as inf: the summary would hold a figure JSON cannot (bench's record, the scopes
     file), so the trace is the solution's failure, as any trace that is not one."""

@@ -135,6 +135,19 @@ def test_a_stored_clip_is_not_answered_from_another(tiny_data, tmp_path):
 
 
 @pytest.mark.slow
+def test_a_stored_call_with_no_bar_gets_a_second_look(tiny_data, tmp_path):
+    """With --fresh-calls 1 a world's only fresh call of f5's shape is its process's first, never the bar: the gate's
+    stored f5 call, answered from f121's stored video, is judged against a second look's unseen calls."""
+    out = tmp_path / "ci.json"
+    p = subprocess.run([sys.executable, "ci.py", os.path.join(CHEATS, "resumes_a_prefix.py"), "--tiny", "--no-audit",
+                        "--workloads", "f121x1,f5x1", "--fresh-calls", "1", "--json", str(out)], cwd=ROOT,
+                       env=tiny_data, capture_output=True, text=True, timeout=600)
+    checks = {c["name"]: c for c in json.loads(out.read_text())["checks"]}
+    assert checks["f5x1"]["status"] == "tampering", (checks["f5x1"], p.stdout[-2000:])
+    assert "faster on repeated inputs" in checks["f5x1"]["reason"] and p.returncode == 1
+
+
+@pytest.mark.slow
 def test_work_in_the_kernel_that_outlasts_a_freeze_fails_its_group(tiny_data, tmp_path):
     """A thread looping in a long system call keeps working after the judge's freeze; the judge waits for the
     freeze to take hold (jail.FREEZE_S) and fails that group at its next call. The solution beside it passes."""

@@ -23,8 +23,9 @@ Checking (every call, in the judge): every element finite and in [-1, 1] (NaN le
 unwritten element); max|d| and rms(d) within the allowance against the fp32 reference (stored latents) or the
 judge's own decode of the fresh latents (fp32 on the CPU; on GPUs the release bf16 decode, the allowance widened by
 its error); PSNR shown; z and the weights unchanged; exactly one `done` (with the call's nonce) and one `report` line
-per rank and call; no process left running; no decoy reference read; repeats on the stored latents not faster than
-unseen latents beyond noise; the call's time not below the roofline (bounds.impossible). The ranks also report
+per rank and call; no process left running; no decoy reference read; calls on the stored latents not faster than
+warm calls on unseen latents beyond noise, after a second look (two more unseen calls) where they seem to be or no
+warm unseen call was timed; the call's time not below the roofline (bounds.impossible). The ranks also report
 threads left running and replaced functions of torch, time and builtins, and a precision census of what prepare
 returned (a second line: it can only fail a call). While one solution's call runs, the other solutions' groups are
 frozen (their cgroup, or SIGSTOP), and on GPUs their ranks' CUDA is held by the driver's lock (harness/hold.py), so

@@ -113,6 +113,7 @@ def scope_table(events):
                 first[up] = min(first.get(up, first[name]), first[name])
     if len(rows) > MAX_SCOPES:
         raise ValueError(f"{len(rows)} scopes (with their ancestors), more than {MAX_SCOPES}")
+    if gpu:
         for name, own in rows.items():
             total = sum(v for n, v in rows.items() if n == name or n.startswith(name + "/"))
             table.append({"scope": name, "total_s": total, "self_s": own})

@@ -132,6 +132,7 @@ def test_extension_builds_once_and_is_importable(tmp_path, monkeypatch):
     assert any(f.endswith(".so") for f in built)
 
 
+@pytest.mark.slow
 def test_a_build_that_fills_its_disk_fails_and_leaves_no_cache(tmp_path, monkeypatch):
     """Code that runs at build time (a global constructor) writes to the build folder, which outlives the run, and to
     its output, which the judge keeps: past disk.BUILD_CAP together the build fails and its folder goes; under it the

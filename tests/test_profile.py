@@ -73,6 +73,7 @@ def test_bench_profile_of_the_band_split_names_the_communication(tiny_data, tmp_
     assert rows["halo_exchange"]["total_s"] > 0 and rows["gather"]["total_s"] > 0
 
 
+@pytest.mark.slow      # 8 s; the default tier keeps the scope tables, the summary's child and the copy's checks
 def test_bench_profile_writes_a_trace_with_the_scope_names(tiny_data, tmp_path):
     """The issue's command: bench.py solutions/reference --tiny --workloads f5x1 --profile DIR; f1x1 first, in the
     same group: what the profiler changes in torch is not the solution's tampering."""

@@ -243,8 +243,8 @@ class Runner:
             for r in range(world):
                 path = f"{prefix}-rank{r}.json"
                 try:
-                    self.traces[sol["name"]] = self.traces.get(sol["name"], 0) + \
-                        disk.copy_trace(group.trace(r), path, kept=self.traces.get(sol["name"], 0))
+                    kept = self.traces.get(sol["name"], 0)
+                    self.traces[sol["name"]] = kept + disk.copy_trace(group.trace(r), path, kept=kept)
                     scopes, communication = profile.summarise(path, not self.cpu)
                     ranks.append({"rank": r, "trace": path, "call_s": call["done_s"][r],     # the judge's clock
                                   "scopes": scopes, "communication": communication})

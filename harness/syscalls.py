@@ -27,8 +27,8 @@ part).
   count is missing for every root process of the host, a neighbour's ranks and whatever runs beside the judge. Pipe
   buffers past the default (F_SETPIPE_SZ; past the per-user soft limit other capless processes get 2-page pipes) and
   POSIX message queues (mq_open, RLIMIT_MSGQUEUE's bytes) are refused with EPERM. Epoll watches, which gloo and
-  NCCL use, are not bounded (a README known limit: a descriptor limit would not bound them, a file being watched
-  once per descriptor number it ever had).
+  NCCL use, descriptors in flight, ordinary pipes and pending signals are not bounded (the README's known limits:
+  a descriptor limit would not bound the watches, a file being watched once per descriptor number it ever had).
 - User namespaces, at every world: inside one a rank is root again (network namespaces by the thousand, each held
   against the host's limit): unshare and clone with CLONE_NEWUSER fail with EPERM.
 - Watches: Landlock does not cover inotify, with which a rank could watch the data folder, the repository and the

@@ -92,8 +92,8 @@ def test_reference_passes_short_workloads_and_checks_every_call(tiny_data, tmp_p
 @pytest.mark.slow
 def test_reference_at_every_world(tiny_data, tmp_path):
     """Untimed and timed workloads at worlds 1, 2 and 4 (gloo) pass, the timed ones timed, the objective their
-    geomean, partial (every workload through the same judge: test_ci's whole gate of the baseline; the objective's
-    completeness: test_stats_and_objective)."""
+    geomean, partial (the objective's completeness: test_stats_and_objective; f241 and f481 run in no CPU test, their
+    calls the same judge's at longer clips)."""
     out = tmp_path / "r.json"
     p = bench(tiny_data, "solutions/reference", "--workloads", "f1x1,f5x4,f121x1,f121x2,f121x4", "--json", str(out),
               "--warmup", "0", "--min-reps", "3", "--max-reps", "3", timeout=1200)
@@ -382,7 +382,7 @@ def test_peaks_a_rank_gives_on_some_calls_only_are_summed_up_without_a_crash():
     assert summed([None, 5], [None, 6]) is None and summed() is None
 
 
-@pytest.mark.slow      # the default tier keeps test_ci's forges_the_console
+@pytest.mark.slow      # with test_ci's forges_the_console, the slow tier's
 def test_a_solutions_lines_never_start_where_the_judges_do(tiny_data, tmp_path):
     """A message of many lines (a PASS of its own, a failure blamed on the solution beside it): on the console each
     line after its first is indented behind report.QUOTE."""

@@ -35,8 +35,7 @@ def failures(report):
 @pytest.mark.parametrize("solution, workloads", [("solutions/reference", "f5x1,f121x2,f17x4"),
                                                  ("solutions/baseline", "f1x4,f121x2,f17x1")])
 def test_honest_solutions_pass(tiny_data, tmp_path, solution, workloads):
-    """Every world, fresh latents and one stored workload per world (each workload's stored clip, through the same
-    judge: bench's own tests)."""
+    """Every world, fresh latents and one stored workload per world."""
     p, report, xml = gate(tiny_data, tmp_path, solution, "--workloads", workloads)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     names = {c["name"] for c in report["checks"]}

@@ -118,7 +118,7 @@ def describe(args, console, rank0):
         try:
             d = loader.describe(path)
         except loader.SolutionError as e:
-            console.print(Text(report.quote(e), style="red"), soft_wrap=True)
+            console.print(Text(report.quote(e, console.width), style="red"), soft_wrap=True)
             return None
         sol = {"name": d.name, "path": d.path, "hash": d.content_hash, "build_error": None, "desc": d}
         if d.manifest.get("sources") and rank0:
@@ -126,7 +126,8 @@ def describe(args, console, rank0):
             err = loader.build_in_child(d.path, timeout=1200, exclude=excluded(not args.no_isolation))
             sol["build_error"] = report.plain(err) if err else None
             if sol["build_error"]:
-                console.print(Text(report.quote(f"{d.name}: build error: {sol['build_error']}"), style="red"),
+                console.print(Text(report.quote(f"{d.name}: build error: {sol['build_error']}", console.width),
+                                   style="red"),
                               soft_wrap=True)
         if sol["name"] in {s["name"] for s in solutions}:
             sol["name"] = f"{sol['name']}#{len(solutions)}"
@@ -213,7 +214,7 @@ def bench(args, console):
             for i, w in enumerate(order):
                 for name, rec in runner.run_workload(w, frames, progress).items():
                     results[name][w] = rec
-                    console.print(report.line(name, rec, len(solutions) > 1), soft_wrap=True)
+                    console.print(report.line(name, rec, len(solutions) > 1, console.width), soft_wrap=True)
                 progress.advance(overall)
                 # Groups are per world: close them once the last workload of their world is done.
                 if i + 1 == len(order) or spec.WORKLOADS[order[i + 1]].world != spec.WORKLOADS[w].world:

@@ -92,12 +92,13 @@ def main(argv=None):
         checks.append({"name": name, "status": status, "reason": reason, "seconds": seconds, **extra})
         colour = "green" if status == "passed" else "yellow" if status == "skipped" else "red"
         word = {"passed": "PASS", "skipped": "SKIP"}.get(status, "FAIL")
-        console.print(Text.assemble((word, colour), report.quote(f" {name}" + (f": {status}: {reason}" if status != "passed"
-                                                                            else "")
-                                                                 + (f" ({seconds:.3f} s)" if seconds is not None else ""))),
-                      soft_wrap=True)
+        said = f" {name}" + (f": {status}: {reason}" if status != "passed" else "") \
+            + (f" ({seconds:.3f} s)" if seconds is not None else "")
+        console.print(Text.assemble((word, colour), report.quote(said, console.width, len(word))), soft_wrap=True)
         for a in extra.get("allowed") or []:      # the solution's own waivers: shown, never silent
-            console.print(Text.assemble(("     allowed by the solution: ", "yellow"), report.quote(a)), soft_wrap=True)
+            waiver = "     allowed by the solution: "
+            console.print(Text.assemble((waiver, "yellow"), report.quote(a, console.width, len(waiver))),
+                          soft_wrap=True)
         if status != "passed" and extra.get("error_map"):
             console.print(f"     where: {extra['error_map']['words']}")
     try:

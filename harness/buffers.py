@@ -3,7 +3,8 @@
 On the CPU they are sealed memory files that both sides map (the rank gets their descriptors; nobody can change
 their size, so no rank can truncate one under the judge's mapping, which would kill the judge with SIGBUS); on GPUs
 they are the judge's device memory, each alone in its allocation (CUDA IPC maps a rank the whole allocation a tensor
-lies in), which a rank maps through CUDA IPC. A rank attaches them before it imports the solution; the judge writes
+lies in), which a rank maps through the driver's IPC memory handles (harness/cudaipc.py: no file in /dev/shm that a
+rank could truncate under the judge). A rank attaches them before it imports the solution; the judge writes
 the latents and poisons `out` itself, and reads `out` and checks the inputs itself, so no code of the harness needs
 to run in the rank around a call. Each rank gets its own weights and latents (a rank that scribbles on its inputs
 harms only itself, and the judge sees it)."""
@@ -118,10 +119,8 @@ class Buffers:
         def ref(t, name):
             if t.device.type == "cpu":
                 return ("fd", self.fds[name], t.numel())
-            from torch.multiprocessing.reductions import reduce_tensor
-            # Nested: premap() unpickles the outer level before the lock, and unpickling a CUDA handle
-            # imports torch, whose threads would make the lock impossible (Landlock before ABI 8).
-            return ("cuda", pickle.dumps(reduce_tensor(t)))
+            from harness import cudaipc
+            return ("cuda", cudaipc.handle(t), t.numel())
         desc = {"shapes": self.shapes, "weights": ref(self.weights[rank], f"weights{rank}"),
                 "z": ref(self.z[rank], f"z{rank}"), "out": ref(self.out, "out") if rank == 0 else None,
                 "geometry": self.geometry.name}
@@ -203,8 +202,8 @@ def attach(blob, device, maps):
             return None
         if ref[0] == "fd":
             return torch.frombuffer(maps[name], dtype=torch.bfloat16)
-        fn, args = pickle.loads(ref[1])
-        return fn(*args)
+        from harness import cudaipc
+        return cudaipc.open_handle(ref[1], ref[2], device)
     flat = open_("weights")
     weights, at = [], 0
     for shape in desc["shapes"]:

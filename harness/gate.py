@@ -87,6 +87,7 @@ class Gate:
         """(z, reference, allowance) of a planned call."""
         if kind in ("stored", "repeat"):
             return self.stored[key]
+        self.fresh.give(key)
         z = self.fresh.draw(key, t)
         if kind == "warm":
             return (z, *self.fresh.prefix(z))
@@ -159,7 +160,7 @@ class Gate:
                 # latents a process may have seen: not faster than unseen ones (no bar yet: a second look sets one)
                 bar = times.get(t)
                 if kind in ("stored", "repeat") and (not bar or too_fast([call["time_s"]], bar, self.cpu)):
-                    more = self.second_look(group, t, world, key, first, times.setdefault(t, []))
+                    more = self.second_look(group, t, world, name, first, times.setdefault(t, []))
                     why = too_fast([call["time_s"]], times[t], self.cpu)
                     more += [("tampering", why)] if why else []
                     if more:
@@ -183,7 +184,7 @@ class Gate:
         if group is not None:
             group.close(graceful=True)
 
-    def second_look(self, group, t, world, workload, first, unseen):
+    def second_look(self, group, t, world, name, first, unseen):
         """After a call on seen latents looked too fast, or came with no unseen call of its shape to judge it by
         (with --fresh-calls 1 a world's only fresh call of f5's shape is its process's first, never a bar): two more
         calls of its shape on latents never seen (verified in full), whose times join `unseen`. The flagged call's
@@ -191,8 +192,10 @@ class Gate:
         while a solution can only make its unseen calls slower, never faster than its work (so it cannot talk its way
         past a replay, as it could if the latents were sent again). Returns the problems of these two calls; the
         caller judges the flagged time again."""
-        calls = [self.call(group, f"{workload} second look #{k + 1}", t, world,
-                           self.case(t, "unseen", f"{world}/{workload}/second look/{k}"), first) for k in range(2)]
+        # Keyed by the flagged check: a stored call's look and its repeat's are other latents (the same ones would
+        # let the repeat replay what the look's calls decoded).
+        calls = [self.call(group, f"{name} second look #{k + 1}", t, world,
+                           self.case(t, "unseen", f"{world}/{name}/second look/{k}"), first) for k in range(2)]
         unseen += [c["time_s"] for c in calls if c["status"] == "passed"]
         return [(c["status"], f"on a second look: {c['reason']}") for c in calls if c["status"] != "passed"]
 

@@ -19,6 +19,14 @@ class Fresh:
         self.seed = secrets.randbits(62) if seed is None else seed
         self.weights = None
         self.kept = {}
+        self.given = set()
+
+    def give(self, key):
+        """Note that `key`'s latents go to a solution's call now: each draw goes to one call only, however the
+        callers name their keys (latents seen once could be replayed from the decode of the first)."""
+        if key in self.given:
+            raise RuntimeError(f"the judge drew the fresh latents {key!r} twice: a harness error")
+        self.given.add(key)
 
     def draw(self, key, latent_frames):
         """bf16 CPU latents [1, C, T, h, w] for `key` (the same key gives the same latents within this run)."""

@@ -72,13 +72,30 @@ QUOTE = "\n     | "
 QUOTED_LINE = 300     # characters of a line of a solution's text on the console (the records keep it whole)
 
 
-def quote(text):
+def quote(text, width=None, lead=0):
     """plain(text) for the console, where a solution's text (a message, a log's tail) may span lines: each line after
     its first is indented behind QUOTE, so none of them starts where the judge's lines do (a PASS of its own, a
-    failure blamed on another solution), and each is cut at QUOTED_LINE characters. Print it with soft_wrap=True:
-    the console's own wrapping would start a long line's rest where the judge's lines start."""
-    lines = [line if len(line) <= QUOTED_LINE else line[:QUOTED_LINE] + "..." for line in plain(text).split("\n")]
-    return QUOTE.join(lines)
+    failure blamed on another solution), and each is cut at QUOTED_LINE characters. With `width` (the console's, in
+    cells; `lead`: the cells the judge's own words take before the text on its first row) every row is wrapped here,
+    each continuation behind QUOTE too: a terminal's own wrapping of a long row would start its rest in the first
+    column, where the judge's lines start. Print it with soft_wrap=True, so the console does not wrap it either."""
+    from rich.cells import cell_len
+    indent = len(QUOTE) - 1
+    rows = []
+    for k, line in enumerate(plain(text).replace("\t", " ").split("\n")):
+        line = line if len(line) <= QUOTED_LINE else line[:QUOTED_LINE] + "..."
+        room = None if width is None else width - (lead if k == 0 else indent)
+        if room is not None and room < 10:      # the judge's words fill the row: the text starts on the next one
+            rows.append("")
+            room = width - indent
+        row = ""
+        for ch in line:
+            if room is not None and cell_len(row + ch) > room:
+                rows.append(row)
+                row, room = "", width - indent
+            row += ch
+        rows.append(row)
+    return QUOTE.join(rows)
 
 
 def console(width=160, stderr=False):
@@ -102,14 +119,15 @@ def console(width=160, stderr=False):
     return Plain(width=None if stream.isatty() else width, markup=False, highlight=False, stderr=stderr)
 
 
-def line(name, rec, many):
-    """A workload's line of the console (a rich Text)."""
+def line(name, rec, many, width=None):
+    """A workload's line of the console (a rich Text), its quoted reason wrapped at `width` (see quote)."""
     from rich.text import Text
     who = f"{name} " if many else ""
     if rec["status"] != "passed":
         where = f"\n  {' ' * len(who)}{'':<8} where: {rec['error_map']['words']}" if rec.get("error_map") else ""
-        return Text.assemble(f"  {who}{rec['workload']:<8} ", (rec["status"], "red"), quote(f": {rec['reason']}"),
-                             where)
+        head = f"  {who}{rec['workload']:<8} "
+        return Text.assemble(head, (rec["status"], "red"),
+                             quote(f": {rec['reason']}", width, len(head) + len(rec["status"])), where)
     t = f"median {rec['median_s']:.4f} s (n={rec['n']}, spread {100 * rec['spread']:.1f}%)" if rec.get("median_s") \
         else "checked"
     psnr = f"PSNR {rec['psnr_db']:.1f} dB, " if "psnr_db" in rec else ""

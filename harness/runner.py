@@ -166,6 +166,8 @@ class Runner:
                     "stored" if i - warmups == stored_at else "repeat" if done_timing else "fresh"
                 # Each solution its own draws: one that decoded them could not hand them to another.
                 key = f"{workload}/{self.solutions.index(sol)}/{i}"
+                if kind == "fresh":
+                    self.fresh.give(key)
                 z, ref, allow = stored if kind != "fresh" else self.fresh.checked(key, t)
                 timeout = call_timeout(t, world, self.geometry, self.cpu, self.args.timeout_scale, first=not i)
                 self.sampler.start(world)

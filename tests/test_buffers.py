@@ -12,14 +12,19 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class _OnGpu:
-    """Stands for a CUDA tensor: lend() only asks its device type and hands it to reduce_tensor."""
+    """Stands for a CUDA tensor: lend() only asks its device type and numel and hands it to cudaipc.handle."""
     device = torch.device("cuda", 0)
+
+    def numel(self):
+        return 2
 
 
 def _lent_blob(monkeypatch, tmp_path):
-    import torch.multiprocessing.reductions as reductions
-    # What CUDA IPC gives back: a torch function and its arguments, so unpickling it imports torch.
-    monkeypatch.setattr(reductions, "reduce_tensor", lambda t: (torch.full, ((2,), 7.0)))
+    from harness import cudaipc
+    # What the driver gives back: 64 bytes naming the allocation (no file of /dev/shm).
+    monkeypatch.setattr(cudaipc, "handle", lambda t: bytes(range(64)))
+    monkeypatch.setattr(cudaipc, "open_handle",
+                        lambda blob, numel, device: torch.full((numel,), float(blob[7]), dtype=torch.bfloat16))
     lent = object.__new__(buffers.Buffers)
     lent.shapes, lent.fds = [(2,)], {"z0": buffers.sealed("z0", 8)}
     lent.geometry = type("G", (), {"name": "tiny"})()
@@ -31,7 +36,7 @@ def _lent_blob(monkeypatch, tmp_path):
 
 def test_premap_does_not_import_torch_for_cuda_handles(monkeypatch, tmp_path):
     # A rank premaps before its Landlock lock, which refuses once torch's threads run (ABI < 8): the CUDA
-    # handles must stay packed until attach(), after the lock.
+    # handles stay bytes until attach(), after the lock.
     blob, fd = _lent_blob(monkeypatch, tmp_path)
     code = ("import sys, pickle\nfrom harness import buffers\n"
             "maps = buffers.premap(sys.stdin.buffer.read())\n"
@@ -42,11 +47,23 @@ def test_premap_does_not_import_torch_for_cuda_handles(monkeypatch, tmp_path):
     assert proc.stdout.decode().split() == ["['z']", "False"]
 
 
-def test_attach_opens_the_packed_cuda_handles(monkeypatch, tmp_path):
+def test_attach_opens_the_driver_handles(monkeypatch, tmp_path):
+    """A GPU buffer is lent as its driver handle and size alone: nothing names a file a rank could open."""
     blob, _ = _lent_blob(monkeypatch, tmp_path)
     weights, z, out = buffers.attach(blob, torch.device("cpu"), buffers.premap(blob))
     assert weights[0].tolist() == [7.0, 7.0] and out.tolist() == [7.0, 7.0]
-    assert z.numel() == 4 and pickle.loads(blob)["out"][0] == "cuda"
+    assert z.numel() == 4 and pickle.loads(blob)["out"] == ("cuda", bytes(range(64)), 2)
+
+
+def test_a_driver_handle_is_64_bytes_both_ways():
+    from harness import cudaipc
+    h = cudaipc._Handle.from_buffer_copy(bytes(range(64)))
+    assert bytes(h.reserved) == bytes(range(64))       # NULs and all: no C-string truncation
+    try:
+        cudaipc.open_handle(b"\0" * 63, 1, torch.device("cpu"))
+        raise AssertionError("a short handle was opened")
+    except RuntimeError as e:
+        assert "64 bytes, not 63" in str(e)
 
 
 def test_a_lent_memory_file_cannot_change_size(tmp_path):

@@ -2,6 +2,7 @@
 its intended reason (the test reads the reason, not just the exit code)."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -196,4 +197,69 @@ def test_a_waiver_cannot_print_lines_of_the_judges(tiny_data, tmp_path):
     assert report["exit_code"] == 0, failures(report)
     assert any("(forged)" in line for line in p.stdout.splitlines())
     forged = [line for line in p.stdout.splitlines() if "(forged)" in line and line.startswith(("PASS", "ci "))]
+    assert not forged, forged
+
+
+def terminal_rows(text, width, lead=""):
+    """What a terminal of `width` columns shows of `text` printed after `lead`: its own wrapping of a long line starts
+    the rest in the first column."""
+    from rich.cells import cell_len
+    rows = []
+    for line in (lead + text).split("\n"):
+        row = ""
+        for ch in line:
+            if cell_len(row + ch) > width:
+                rows.append(row)
+                row = ""
+            row += ch
+        rows.append(row)
+    return rows
+
+
+@pytest.mark.parametrize("width", [40, 80, 161])
+def test_a_quoted_line_is_wrapped_before_the_terminal_does(width):
+    """report.quote with the console's width: every row a terminal shows, after the first, starts behind QUOTE, for
+    a row that fills the terminal exactly, wide (two-cell) characters, tabs and the judge's words before it; the text
+    is all there (but what was cut at QUOTED_LINE)."""
+    from harness.report import QUOTED_LINE, quote
+    forged = ["x" * (width - 4 - 1) + "PASS f1x1 (forged)", "\u754c" * width + "PASS f5x1 (forged)",
+              "\t" * 30 + "PASS f17x1 (forged)", "y" * (QUOTED_LINE + 50)]
+    for lead in ("FAIL", "     allowed by the solution: ", "  solution-with-a-long-name f121x1   runtime error"):
+        if len(lead) + 10 > width:      # the judge's own words wrap there: not what this checks
+            continue
+        text = quote(": gave up\n" + "\n".join(forged), width, len(lead))
+        rows = terminal_rows(text, width, lead)
+        assert rows[0].startswith(lead) and all(r.startswith(QUOTE[1:]) for r in rows[1:]), rows
+        body = "".join(r[len(QUOTE) - 1:] for r in rows[1:])
+        assert "PASS f5x1 (forged)" in body and "y" * QUOTED_LINE + "..." in body
+    # Without a width (the records), lines are only cut.
+    assert quote("a\nb" + "z" * 400).split(QUOTE) == ["a", "b" + "z" * (QUOTED_LINE - 1) + "..."]
+
+
+@pytest.mark.slow
+def test_the_gate_on_a_narrow_terminal_prints_no_row_of_a_solution_where_its_own_start(tiny_data, tmp_path):
+    """ci.py on a terminal (a pty) of 80 columns: forges_the_console's lines, padded to the terminal's width, never
+    start a row in the first column, as the terminal wraps what the gate prints."""
+    import pty
+    cheat = os.path.join(CHEATS, "forges_the_console.py")
+    main, sub = pty.openpty()
+    env = {**tiny_data, "COLUMNS": "80", "LINES": "40", "TERM": "xterm"}
+    p = subprocess.Popen([sys.executable, os.path.join(ROOT, "ci.py"), cheat, "--tiny", "--workloads", "f1x1"],
+                         cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=sub, stderr=sub)
+    os.close(sub)
+    chunks = []
+    while True:
+        try:
+            data = os.read(main, 65536)
+        except OSError:             # the pty's other end closed: the gate is done
+            break
+        if not data:
+            break
+        chunks.append(data)
+    assert p.wait(timeout=300) == 2
+    os.close(main)
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode(errors="replace")).replace("\r\n", "\n")
+    rows = terminal_rows(text, 80)
+    assert any("gave up" in row for row in rows) and sum("(forged)" in row for row in rows) >= 5, text[-3000:]
+    forged = [row for row in rows if "(forged)" in row and not row.startswith(QUOTE[1:])]
     assert not forged, forged

@@ -84,6 +84,19 @@ def test_side_stream_work_is_inside_the_timed_window(tmp_path):
     assert side["median_s"] >= 0.9 * ref["median_s"]
 
 
+@cuda
+def test_a_rank_that_truncates_dev_shm_cannot_crash_the_judge(tmp_path):
+    """The judge lends its GPU buffers by the driver's memory handles, with no file of its own in /dev/shm (which a
+    rank may write): a rank truncating every file there fails only itself, and the solution beside it keeps its
+    result (bench finishes and writes its JSON)."""
+    import os
+    cheat = os.path.join(os.path.dirname(__file__), "cheats_gpu", "truncates_shm.py")
+    p, report = _bench(tmp_path, "solutions/reference", cheat, workloads="f1x1,f5x1")
+    assert p.returncode != -7 and report["solutions"]["reference"]["workloads"]["f5x1"]["passed"], p.stderr[-3000:]
+    bad = report["solutions"]["truncates_shm"]["workloads"]
+    assert bad["f1x1"]["status"] == "runtime error" and "failed on purpose" in bad["f1x1"]["reason"], bad["f1x1"]
+
+
 QUEUES = r"""
 import sys, torch
 a = torch.randn(16384, 16384, device="cuda", dtype=torch.bfloat16)

@@ -70,6 +70,8 @@ INPUTS = {
                                 "f121x1 again", "tampering", "on a second look: max|d|"),
     "detects_gate.py": ("f121x1", "impossible", "below the roofline floor",
                         "f121x1 again", "tampering", "faster on repeated inputs"),
+    "replays_looks.py": ("f121x1", "tampering", "faster on repeated inputs",
+                         "f5x1 again", "tampering", "faster on repeated inputs"),
     "predicts_data.py": ("f5x1", "incorrect", "max|d|", "fresh latents #1 x1", "incorrect", "max|d|"),
     "int8_weights.py": ("f5x1", "incorrect", "narrow numerics", "start x1", "incorrect", "narrow numerics"),
     "subclass_weights.py": ("f5x1", "incorrect", "is a Hidden, not a plain tensor", "start x1", "incorrect",
@@ -180,7 +182,8 @@ def test_a_replay_is_not_hidden_by_slowed_fresh_calls(tiny_data, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("cheat", ["replays_slowly.py", "skips_after_a_replay.py", "predicts_data.py"])
+@pytest.mark.parametrize("cheat", ["replays_slowly.py", "skips_after_a_replay.py", "replays_looks.py",
+                                   "predicts_data.py"])
 def test_gate_without_audit_fails_the_cheats_on_the_inputs(tiny_data, tmp_path, cheat):
     """The gate's own checks of the inputs: a stored call and its repeat against the unseen ones, the second look
     verified in full, fresh draws (the replays' other forms and the census at a group's start: bench's run of every

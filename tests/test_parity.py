@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import spec
-from harness import runner as runner_mod
+from harness import inputs, runner as runner_mod
 
 
 def test_slowed_fresh_calls_do_not_widen_the_parity_tolerance():
@@ -57,8 +57,10 @@ def scripted_run(monkeypatch, script, stored_at, warmup=0, reps=2):
     monkeypatch.setattr(runner_mod.bounds, "impossible", lambda *a, **k: None)
 
     class Fresh:
+        give = inputs.Fresh.give        # each draw to one call: the runner's keys must hold to it here too
+
         def __init__(self, *a):
-            pass
+            self.given = set()
 
         def checked(self, key, t):
             return torch.ones(1), None, {"max_abs": 1.0, "rms": 1.0}

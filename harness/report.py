@@ -72,29 +72,36 @@ QUOTE = "\n     | "
 QUOTED_LINE = 300     # characters of a line of a solution's text on the console (the records keep it whole)
 
 
+_NOT_ASCII = re.compile("[^\x20-\x7e\n]")
+
+
 def quote(text, width=None, lead=0):
     """plain(text) for the console, where a solution's text (a message, a log's tail) may span lines: each line after
     its first is indented behind QUOTE, so none of them starts where the judge's lines do (a PASS of its own, a
-    failure blamed on another solution), and each is cut at QUOTED_LINE characters. With `width` (the console's, in
-    cells; `lead`: the cells the judge's own words take before the text on its first row) every row is wrapped here,
-    each continuation behind QUOTE too: a terminal's own wrapping of a long row would start its rest in the first
-    column, where the judge's lines start. Print it with soft_wrap=True, so the console does not wrap it either."""
-    from rich.cells import cell_len
+    failure blamed on another solution), and each is cut at QUOTED_LINE characters. With `width` (the console's;
+    `lead`: the columns the judge's own words take before the text on its first row) every character but printable
+    ASCII shows as '?' (a terminal's width of the others is its own: wide, ambiguous, joined, tabs) and every row is
+    wrapped here, each continuation behind QUOTE too: a terminal's own wrapping of a long row would start its rest in
+    the first column, where the judge's lines start. Print it with soft_wrap=True, so the console does not wrap it
+    either."""
+    text = plain(text)
+    if width is not None:
+        text = _NOT_ASCII.sub("?", text)
     indent = len(QUOTE) - 1
     rows = []
-    for k, line in enumerate(plain(text).replace("\t", " ").split("\n")):
+    for k, line in enumerate(text.split("\n")):
         line = line if len(line) <= QUOTED_LINE else line[:QUOTED_LINE] + "..."
-        room = None if width is None else width - (lead if k == 0 else indent)
-        if room is not None and room < 10:      # the judge's words fill the row: the text starts on the next one
+        if width is None:
+            rows.append(line)
+            continue
+        room = width - (lead if k == 0 else indent)
+        if room < 10:                   # the judge's words fill the row: the text starts on the next one
             rows.append("")
             room = width - indent
-        row = ""
-        for ch in line:
-            if room is not None and cell_len(row + ch) > room:
-                rows.append(row)
-                row, room = "", width - indent
-            row += ch
-        rows.append(row)
+        while len(line) > room:
+            rows.append(line[:room])
+            line, room = line[room:], width - indent
+        rows.append(line)
     return QUOTE.join(rows)
 
 

@@ -219,15 +219,18 @@ def terminal_rows(text, width, lead=""):
 @pytest.mark.parametrize("width", [40, 80, 161])
 def test_a_quoted_line_is_wrapped_before_the_terminal_does(width):
     """report.quote with the console's width: every row a terminal shows, after the first, starts behind QUOTE, for
-    a row that fills the terminal exactly, wide (two-cell) characters, tabs and the judge's words before it; the text
-    is all there (but what was cut at QUOTED_LINE)."""
+    a row that fills the terminal exactly, wide (two-cell) and ambiguous characters, tabs and the judge's words
+    before it (the console shows printable ASCII only: a terminal decides the others' widths); the text is all there
+    (but what was cut at QUOTED_LINE)."""
     from harness.report import QUOTED_LINE, quote
     forged = ["x" * (width - 4 - 1) + "PASS f1x1 (forged)", "\u754c" * width + "PASS f5x1 (forged)",
-              "\t" * 30 + "PASS f17x1 (forged)", "y" * (QUOTED_LINE + 50)]
+              "\t" * 30 + "PASS f17x1 (forged)", "\u2460\u2600\ufe0f" * width + "PASS f121x1 (forged)",
+              "y" * (QUOTED_LINE + 50)]
     for lead in ("FAIL", "     allowed by the solution: ", "  solution-with-a-long-name f121x1   runtime error"):
         if len(lead) + 10 > width:      # the judge's own words wrap there: not what this checks
             continue
         text = quote(": gave up\n" + "\n".join(forged), width, len(lead))
+        assert all(" " <= ch <= "~" for ch in text.replace("\n", "")), text
         rows = terminal_rows(text, width, lead)
         assert rows[0].startswith(lead) and all(r.startswith(QUOTE[1:]) for r in rows[1:]), rows
         body = "".join(r[len(QUOTE) - 1:] for r in rows[1:])

@@ -93,10 +93,10 @@ def parse_args(argv):
 
 def plan(args, console, gpus, cpu):
     """(workloads to run, workloads skipped) or None after an error message."""
-    workloads = list(spec.WORKLOADS) if not args.workloads else [w.strip() for w in args.workloads.split(",")]
-    unknown = [w for w in workloads if w not in spec.WORKLOADS]
-    if unknown:
-        console.print(f"unknown workloads {unknown}; the workloads are {', '.join(spec.WORKLOADS)}", style="red")
+    try:
+        workloads = spec.workloads_named(args.workloads)
+    except ValueError as e:
+        console.print(str(e), style="red")
         return None
     if args.worlds:
         keep = {int(x) for x in args.worlds.split(",")}

@@ -102,10 +102,7 @@ def main(argv=None):
         if status != "passed" and extra.get("error_map"):
             console.print(f"     where: {extra['error_map']['words']}")
     try:
-        asked = list(spec.WORKLOADS) if not args.workloads else args.workloads.split(",")
-        unknown = [w for w in asked if w not in spec.WORKLOADS]
-        if unknown:
-            raise ValueError(f"unknown workloads {unknown}; the workloads are {', '.join(spec.WORKLOADS)}")
+        asked = spec.workloads_named(args.workloads)
         gate = Gate(args, console, add)
         runnable = [w for w in asked if gate.cpu or spec.WORKLOADS[w].world <= gate.gpus]
         for w in asked:

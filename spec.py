@@ -119,6 +119,21 @@ VIDEO_HW = FULL.video_hw
 UP_BLOCKS = FULL.up_blocks
 
 
+def workloads_named(text):
+    """The workloads a comma list names, in its order (every workload for None or ''). ValueError names any that is
+    unknown or named twice (a workload run twice would draw its fresh latents twice)."""
+    if not text:
+        return list(WORKLOADS)
+    names = [w.strip() for w in text.split(",")]
+    unknown = [w for w in names if w not in WORKLOADS]
+    if unknown:
+        raise ValueError(f"unknown workloads {unknown}; the workloads are {', '.join(WORKLOADS)}")
+    twice = sorted({w for w in names if names.count(w) > 1})
+    if twice:
+        raise ValueError(f"--workloads names {', '.join(twice)} more than once")
+    return names
+
+
 def weight_list(geometry=FULL):
     """(name, shape) of run()'s weights in diffusers' registration order: the one source of the weights' order."""
     out = []

@@ -75,6 +75,13 @@ QUOTED_LINE = 300     # characters of a line of a solution's text on the console
 _NOT_ASCII = re.compile("[^\x20-\x7e\n]")
 
 
+def shown(text):
+    """plain(text) as the console shows it: printable ASCII and newlines, '?' for the rest (a terminal decides the
+    widths of wide, ambiguous and joined characters and of tabs, and rich may count them otherwise: a row it thinks
+    fits would wrap, and its rest start where the judge's lines start)."""
+    return _NOT_ASCII.sub("?", plain(text))
+
+
 def quote(text, width=None, lead=0):
     """plain(text) for the console, where a solution's text (a message, a log's tail) may span lines: each line after
     its first is indented behind QUOTE, so none of them starts where the judge's lines do (a PASS of its own, a
@@ -84,9 +91,7 @@ def quote(text, width=None, lead=0):
     wrapped here, each continuation behind QUOTE too: a terminal's own wrapping of a long row would start its rest in
     the first column, where the judge's lines start. Print it with soft_wrap=True, so the console does not wrap it
     either."""
-    text = plain(text)
-    if width is not None:
-        text = _NOT_ASCII.sub("?", text)
+    text = plain(text) if width is None else shown(text)
     indent = len(QUOTE) - 1
     rows = []
     for k, line in enumerate(text.split("\n")):
@@ -107,20 +112,21 @@ def quote(text, width=None, lead=0):
 
 def console(width=160, stderr=False):
     """The judge's console. Without markup: names, reasons and scopes come from solutions, and a `[/]` in them must
-    print as itself, not end a style (or raise); colour goes in as `style` or Text pieces. Strings it renders go
-    through plain() (the judge's records are plain already where they enter: this is the second line)."""
+    print as itself, not end a style (or raise); colour goes in as `style` or Text pieces. Strings and Text it
+    renders go through shown(): printable ASCII, as a table's cells too (the judge's own words are ASCII; rich's
+    rules and boxes are drawn past it), so no width a terminal gives a character differs from rich's count."""
     from rich.console import Console
 
     from rich.text import Text
 
     class Plain(Console):
         def render_str(self, text, *args, **kwargs):
-            return super().render_str(plain(text), *args, **kwargs)
+            return super().render_str(shown(text), *args, **kwargs)
 
         def print(self, *objects, **kwargs):
             for t in objects:
                 if isinstance(t, Text):
-                    t.plain = plain(t.plain)          # one character for one: the styles' spans still fit
+                    t.plain = shown(t.plain)          # one character for one: the styles' spans still fit
             super().print(*objects, **kwargs)
     stream = sys.stderr if stderr else sys.stdout
     return Plain(width=None if stream.isatty() else width, markup=False, highlight=False, stderr=stderr)

@@ -186,6 +186,41 @@ def test_bench_scopes_reads_saved_traces(tmp_path):
     assert bad.returncode == 2 and "none.json" in bad.stderr
 
 
+def _console_chars_ok(text):
+    """Printable ASCII, newlines and rich's own box and rule characters: nothing whose width a terminal decides."""
+    return all(" " <= ch <= "~" or ch == "\n" or "\u2500" <= ch <= "\u257f" for ch in text)
+
+
+WIDE = "gather" + "\U0001F3FB" * 36 + "  f121x1   passed " + "\u754c" * 30 + "\t\tend"
+
+
+def test_bench_scopes_shows_a_scope_name_in_printable_ascii(tmp_path):
+    """A scope's name is the solution's: characters a terminal may draw wider than rich counts them (skin-tone
+    modifiers: none to rich, two cells to a terminal; wide ones; tabs) would overflow the table's row and start the
+    rest of the name in the first column. The console shows them as '?'."""
+    import gzip
+    path = tmp_path / "t-rank0.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump({"traceEvents": [_x("gpu_user_annotation", f"decoder/{WIDE}", 0, 50),
+                                   _x("kernel", "conv", 5, 20)]}, f)
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "bench.py"), "--scopes", str(path)], capture_output=True,
+                       text=True, timeout=120, env={**os.environ, "COLUMNS": "80"})
+    assert p.returncode == 0, p.stderr
+    assert _console_chars_ok(p.stdout), [ch for ch in p.stdout if not _console_chars_ok(ch)][:5]
+    assert "gather???" in p.stdout, p.stdout
+
+
+@pytest.mark.slow
+def test_a_profiled_solutions_scope_names_reach_the_console_in_ascii(tiny_data, tmp_path):
+    """tests/cheats/scopes_wide.py adds such a scope to its own trace (an honest decode otherwise): it passes, and
+    bench's console shows its name in printable ASCII."""
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "bench.py"), os.path.join(ROOT, "tests", "cheats",
+                        "scopes_wide.py"), "--tiny", "--workloads", "f1x1", "--profile", str(tmp_path / "prof")],
+                       capture_output=True, text=True, timeout=600, env=tiny_data, cwd=ROOT)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "gather???" in p.stdout and _console_chars_ok(p.stdout), p.stdout[-3000:]
+
+
 def test_the_chart_draws_scope_names_as_they_are(tmp_path):
     """A scope's name is the solution's: `$...$` that is no valid math must draw as text, not raise on saving."""
     pytest.importorskip("matplotlib")

@@ -159,3 +159,15 @@ def test_bands_split_rows_equally_and_name_the_seams():
     assert spec.video_seams(4, spec.TINY) == [16, 32, 48]
     with pytest.raises(ValueError, match="44 rows do not split into 3 equal bands"):
         spec.bands(3, 44)
+
+
+def test_workloads_named_refuses_unknown_and_repeated_names():
+    """bench's and ci's --workloads: a workload named twice would be planned twice, its fresh latents drawn twice
+    (inputs.Fresh.give refuses that as the harness's error, which would hide the solution's verdict)."""
+    import pytest
+    assert spec.workloads_named(None) == list(spec.WORKLOADS)
+    assert spec.workloads_named("f5x1, f1x1") == ["f5x1", "f1x1"]
+    with pytest.raises(ValueError, match="unknown workloads \\['f9x9'\\]"):
+        spec.workloads_named("f1x1,f9x9")
+    with pytest.raises(ValueError, match="names f1x1 more than once"):
+        spec.workloads_named("f1x1,f5x1,f1x1")

@@ -93,6 +93,7 @@ def quote(text, width=None, lead=0):
     either."""
     text = plain(text) if width is None else shown(text)
     indent = len(QUOTE) - 1
+    width = None if width is None else max(width, indent + 20)     # a console a few columns wide still advances
     rows = []
     for k, line in enumerate(text.split("\n")):
         line = line if len(line) <= QUOTED_LINE else line[:QUOTED_LINE] + "..."

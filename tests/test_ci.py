@@ -235,7 +235,10 @@ def test_a_quoted_line_is_wrapped_before_the_terminal_does(width):
         assert rows[0].startswith(lead) and all(r.startswith(QUOTE[1:]) for r in rows[1:]), rows
         body = "".join(r[len(QUOTE) - 1:] for r in rows[1:])
         assert "PASS f5x1 (forged)" in body and "y" * QUOTED_LINE + "..." in body
-    # Without a width (the records), lines are only cut.
+    # A console narrower than the indent still wraps (each row advances), and without a width (the records) lines
+    # are only cut.
+    narrow = quote("z" * 100, 1, 4).split(QUOTE)
+    assert "".join(narrow) == "z" * 100 and len(narrow) == 5 and all(0 < len(r) <= 23 for r in narrow), narrow
     assert quote("a\nb" + "z" * 400).split(QUOTE) == ["a", "b" + "z" * (QUOTED_LINE - 1) + "..."]
 
 

@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 
-from harness import disk, env, ipc, netns, procs, protocol
+from harness import disk, env, ipc, netns, procs, protocol, users
 from harness.jail import FREEZE_S, Jail
 from harness.protocol import MAX_LINE, GroupFailed  # noqa: F401 (GroupFailed: the callers')
 from harness.report import plain
@@ -79,6 +79,7 @@ class Group:
         self.procs, self.logs, self.fds, self.cmds, self.bufs, self.scratch = [], [], [], [], {}, []
         self.calls, self._arrived, self._limit, self._watch = 0, CLOCK(), STARTUP_S, disk.Watch()
         self.jail, self.shm, self.sysv, self.net, self.unfrozen = None, None, ipc.snapshot(), None, None
+        self.uid = None
         earlier = Group.spawned     # ranks were alive before this group's: they may have spent the ports
         addr, self.port = _free_port()
         Group.ports.add(self.port)
@@ -127,9 +128,15 @@ class Group:
         visible, nodes = (None, []) if cpu else run.gpus_for(world)
         # Its own network namespace where the whole lock applies (harness/netns.py); None: the host's.
         self.net = netns.make() if sandbox is not None and (cpu or world == 1) else None
+        # A user of its own (harness/users.py): what the kernel counts per user is then the group's.
+        made = getattr(run, "users", None) if sandbox is not None else None
+        self.uid = made.take() if made is not None else None
+        user = None if self.uid is None else (self.uid, users.device_groups(list(DEVICES) + nodes))
         for r in range(world):
             scratch = tempfile.mkdtemp(prefix=f"rank{r}-", dir=run.scratch)
             self.scratch.append(scratch)
+            if self.uid is not None:
+                os.chown(scratch, self.uid, self.uid)
             cmd_r, cmd_w = os.pipe()
             res_r, res_w = os.pipe()
             os.set_blocking(cmd_w, False)      # the judge's writes have a deadline (_tell)
@@ -150,7 +157,7 @@ class Group:
             setup = {"rank": r, "world": world, "geometry": geometry.name, "device": "cpu" if cpu else "cuda",
                      "solution": os.path.abspath(solution.path), "buffers": blobs[r], "frames": sorted(frames),
                      "sandbox": lock, "scratch": scratch, "trace": self.trace(r), "profiling": profiling,
-                     "netns_fd": self.net}
+                     "netns_fd": self.net, "user": user}
             # the run's folder on the command line only names the run in `ps` (a rank ignores it)
             try:
                 inherited = (cmd_r, res_w) + ((self.net,) if self.net else ()) + self.buffers.lent_fds(r)
@@ -440,8 +447,16 @@ class Group:
         Group.ports.discard(self.port)
         ipc.remove_new(self.sysv)
         if self.shm is not None:
-            for name in set(os.listdir("/dev/shm")) - self.shm:
-                disk.remove(os.path.join("/dev/shm", name))
+            # Under a user of its own, the group's names are its user's, whenever they came (another live group's
+            # are another user's); else every name new since the group started.
+            for name in set(os.listdir("/dev/shm")) - (set() if self.uid is not None else self.shm):
+                path = os.path.join("/dev/shm", name)
+                with contextlib.suppress(OSError):
+                    if self.uid is None or os.lstat(path).st_uid == self.uid:
+                        disk.remove(path)
+        made = getattr(self.run, "users", None)
+        if self.uid is not None and made is not None:
+            made.give_back(self.uid)
 
     def log_tail(self, rank, n=15):
         try:

@@ -13,7 +13,7 @@ MAX_DONE = 256             # `done {"call": N, "nonce": "..."}`: about 50
 RANK_FAILURES = ("runtime error", "load error", "tampering", "incorrect", "harness error")
 REPORTED = ("tampering", "incorrect")      # what a rank's report may find after a call (guards, census, out)
 # What a rank's `ready` may hold, by type (harness/rank.py).
-READY = {"rank": int, "isolation": dict, "ipc_namespace": bool, "net_namespace": bool, "seccomp": (str, type(None)),
+READY = {"rank": int, "isolation": dict, "ipc_namespace": bool, "net_namespace": bool, "seccomp": (str, type(None)), "uid": int,
          "device": str, "torch": str, "gpu": str, "cudnn": (int, type(None)), "nccl": str, "triton": (str, type(None)),
          "prepare_s": (int, float)}
 

@@ -66,11 +66,12 @@ class Rank:
         info = {"rank": s["rank"], "isolation": {"isolation": "none"}}
         whole = s["device"] == "cpu" or s["world"] == 1
         if s["sandbox"]:
-            # harness/ipc.py, harness/syscalls.py. Every capability goes (NCCL runs without any for ordinary users);
+            # harness/ipc.py, harness/syscalls.py, harness/users.py. A user of the group's own where the judge made one,
+            # every capability gone but CAP_DAC_READ_SEARCH (NCCL runs without any for ordinary users);
             # the IPC namespace and the filter's metadata part where checked (the CPU; GPUs at world 1, with CUDA,
             # CUDA IPC and the profiler), not yet against NCCL between GPUs (the README's known limits).
             try:
-                info.update(syscalls.confine(net=s.get("netns_fd"), whole=whole))
+                info.update(syscalls.confine(net=s.get("netns_fd"), whole=whole, user=s.get("user")))
             except OSError as e:
                 self.send("error", status="harness error", rank=s["rank"], phase="sandbox", error=str(e))
                 return False

@@ -7,7 +7,7 @@ import shutil
 import tempfile
 
 import spec
-from harness import disk, hardware, procs, sandbox
+from harness import disk, hardware, procs, sandbox, users
 from harness.buffers import Buffers
 from harness.hold import Hold
 from harness import jail
@@ -62,8 +62,12 @@ class Run:
                 own = hardware.device_nodes(self.gpus, self.minors) is not None
                 self.isolation += ", each group only its world's GPUs" + ("" if own else " (their nodes unknown)")
                 self.isolation += ", " + self.hold.describe()
+            self.users = users.Users()
+            self.isolation += ", a user per group" if self.users.why_not is None else \
+                f", ranks as the judge's user ({self.users.why_not})"
             self.lock = {"exclude": exclude, "write": [] if cpu else ["/dev/shm"]}
         else:
+            self.users = None
             self.isolation = "none" if isolation else "none (--no-isolation)"
             self.lock = None
 

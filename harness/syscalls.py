@@ -2,8 +2,9 @@
 outlives the process and which a later process of the same solution could read (harness/ipc.py has the System V
 part).
 
-- Capabilities: the rank drops them all (effective, permitted, inheritable, bounding), so the host's global state
-  stays out of reach (host and domain names, network links and addresses, `trusted.*` extended attributes, sysctls
+- Capabilities: the rank drops them all (effective, permitted, inheritable, bounding), or all but
+  CAP_DAC_READ_SEARCH where it takes a user of its own (harness/users.py), so the host's global state stays out of
+  reach (host and domain names, network links and addresses, `trusted.*` extended attributes, sysctls
   through syscalls, the clock's rate), and so do the judge's scheduling, priority and CPUs (it holds more).
 - Other processes' resource limits, which the kernel lets any process of the same user lower (a neighbour's rank or
   the judge killed by its own limits): the seccomp filter refuses prlimit on any pid but 0 (the caller).
@@ -23,12 +24,12 @@ part).
   write on-disk state of any file root owns that outlives the run, and the noatime flag (or an O_NOATIME open)
   would read the decoys without moving their access times: refused with EPERM, openat2 (whose flags the filter
   cannot read) with ENOSYS.
-- Counts the kernel keeps per user, at every world: every rank runs as root, so what one rank holds of a per-user
-  count is missing for every root process of the host, a neighbour's ranks and whatever runs beside the judge. Pipe
-  buffers past the default (F_SETPIPE_SZ; past the per-user soft limit other capless processes get 2-page pipes) and
-  POSIX message queues (mq_open, RLIMIT_MSGQUEUE's bytes) are refused with EPERM. Epoll watches, which gloo and
-  NCCL use, descriptors in flight, ordinary pipes and pending signals are not bounded (the README's known limits:
-  a descriptor limit would not bound the watches, a file being watched once per descriptor number it ever had).
+- Counts the kernel keeps per user, at every world: under a user of its own (harness/users.py) they are its
+  group's; a rank that runs as root (where the judge cannot make users) holds what every root process of the host
+  shares, a neighbour's ranks and whatever runs beside the judge. Pipe buffers past the default (F_SETPIPE_SZ; past
+  the per-user soft limit other capless processes get 2-page pipes) and POSIX message queues (mq_open,
+  RLIMIT_MSGQUEUE's bytes) are refused with EPERM either way; epoll watches, which gloo and NCCL use, descriptors in
+  flight, ordinary pipes and pending signals are bounded only by the user's own count.
 - User namespaces, at every world: inside one a rank is root again (network namespaces by the thousand, each held
   against the host's limit): unshare and clone with CLONE_NEWUSER fail with EPERM.
 - Watches: Landlock does not cover inotify, with which a rank could watch the data folder, the repository and the
@@ -67,6 +68,9 @@ F_SETLEASE, F_NOTIFY, F_SETPIPE_SZ = 1024, 1026, 1031
 MQ_OPEN = {"x86_64": 240, "aarch64": 180}
 IO_URING = (425, 426, 427)   # io_uring_setup, _enter, _register: the same on x86_64 and aarch64
 OPENAT2, FILE_SETATTR = 437, 469   # the same on both; openat2's flags lie in memory the filter cannot read
+# name_to_handle_at, open_by_handle_at: a file opened by its handle, not its path (CAP_DAC_READ_SEARCH, which a rank
+# under a user of its own keeps, harness/users.py); Landlock checks such opens too, refused all the same.
+BY_HANDLE = {"x86_64": (303, 304), "aarch64": (264, 265)}
 IOCTL = {"x86_64": 16, "aarch64": 29}
 OPENAT = {"x86_64": 257, "aarch64": 56}
 OPEN = {"x86_64": 2}                 # aarch64 has openat only
@@ -123,7 +127,8 @@ def _filter(arch, metadata=True):
     always: EPERM for prlimit64 on any process but this one (pid 0), fcntl's F_SETLEASE, F_NOTIFY and F_SETPIPE_SZ,
     mq_open, O_NOATIME (open, openat, F_SETFL), the inode ioctls, file_setattr, and CLONE_NEWUSER (unshare, clone);
     ENOSYS for clone3 (its CLONE_INTO_CGROUP would move a child out of the group's cgroup; the C library then falls
-    back to clone), openat2 and io_uring (their flags or operations out of the filter's sight); allow the rest."""
+    back to clone), openat2 and io_uring (their flags or operations out of the filter's sight), opens by file handle;
+    allow the rest."""
     numbers = sorted(set(DENIED[arch].values())) if metadata else []
     pid_or_fd, second, third = 16, 24, 32               # seccomp_data.args[0], [1] and [2], their low words
     program = [(_BPF_LD_W_ABS, 0, 0, 4),               # seccomp_data.arch
@@ -132,7 +137,7 @@ def _filter(arch, metadata=True):
                (_BPF_LD_W_ABS, 0, 0, 0),               # seccomp_data.nr
                (_BPF_JGE_K, "eperm", 0, X32_BIT)]
     program += [(_BPF_JEQ_K, "eperm", 0, nr) for nr in numbers]
-    program += [(_BPF_JEQ_K, "enosys", 0, nr) for nr in (CLONE3, OPENAT2, *IO_URING)]
+    program += [(_BPF_JEQ_K, "enosys", 0, nr) for nr in (CLONE3, OPENAT2, *IO_URING, *BY_HANDLE[arch])]
     program += [(_BPF_JEQ_K, "eperm", 0, FILE_SETATTR),
                 (_BPF_JEQ_K, "eperm", 0, MQ_OPEN[arch]),
                 (_BPF_JEQ_K, "prlimit", 0, PRLIMIT64[arch]),
@@ -184,13 +189,14 @@ def deny(metadata=True):
     return arch
 
 
-def confine(net=None, whole=True):
+def confine(net=None, whole=True, user=None):
     """Everything a process of the solution's (a rank, the build child) gives up before its Landlock lock, in the
     order the kernel needs (namespaces while root may still enter them, then the capabilities, then the filter).
     net: a descriptor of the namespace to enter (a group's, harness/netns.py), "new" (one of its own, loopback
     down: nothing to reach; the host's where the kernel refuses one, as for a group) or None (the host's). whole:
-    also an IPC namespace of its own and the filter's metadata part. Returns what was done, for the isolation
-    report; raises OSError where the kernel refuses the rest."""
+    also an IPC namespace of its own and the filter's metadata part. user: (uid, supplementary groups) to take,
+    keeping CAP_DAC_READ_SEARCH alone (harness/users.py); None: the judge's user, every capability dropped.
+    Returns what was done, for the isolation report; raises OSError where the kernel refuses the rest."""
     from harness import ipc, netns
     info = {}
     if net == "new":
@@ -201,6 +207,11 @@ def confine(net=None, whole=True):
         info["net_namespace"] = True
     if whole:
         info["ipc_namespace"] = ipc.private_namespace()
-    drop_capabilities()
+    if user is None:
+        drop_capabilities()
+    else:
+        from harness import users
+        users.become(*user)
+        info["uid"] = user[0]
     info["seccomp"] = deny(metadata=whole)
     return info

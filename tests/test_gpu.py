@@ -5,6 +5,7 @@ import torch
 
 import reference
 import spec
+from harness import users
 from helpers import baseline, random_weights
 
 pytestmark = pytest.mark.gpu
@@ -176,6 +177,7 @@ def test_ranks_at_world_one_are_locked_down_and_profile(tmp_path):
     shutil.copyfile(os.path.join(os.path.dirname(__file__), "probes", "locked_down.py"), probe / "solution.py")
     (probe / "host_ipc").write_text(str(os.stat("/proc/self/ns/ipc").st_ino))
     (probe / "host_net").write_text(str(os.stat("/proc/self/ns/net").st_ino))
+    (probe / "users").write_text(str(int(users.Users().why_not is None)))
     p, report = _bench(tmp_path, str(probe), workloads="f1x1,f5x1", profile=True)
     for w in ("f1x1", "f5x1"):
         rec = report["workloads"][w]
@@ -194,6 +196,7 @@ def test_ranks_at_world_two_are_locked_down_over_nccl(tmp_path):
     shutil.copyfile(os.path.join(os.path.dirname(__file__), "probes", "locked_down.py"), probe / "solution.py")
     (probe / "host_ipc").write_text(str(os.stat("/proc/self/ns/ipc").st_ino))
     (probe / "host_net").write_text(str(os.stat("/proc/self/ns/net").st_ino))
+    (probe / "users").write_text(str(int(users.Users().why_not is None)))
     p, report = _bench(tmp_path, str(probe), workloads="f121x2")
     rec = report["workloads"]["f121x2"]
     assert rec["passed"], (rec["status"], rec["reason"], p.stdout[-2000:])

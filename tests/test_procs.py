@@ -10,7 +10,7 @@ import time
 import pytest
 import torch
 
-from harness import checks, procs, protocol
+from harness import checks, procs, protocol, users
 from harness.group import Group, GroupFailed
 
 # A helper whose first thread ends with the raw `exit` call while a second runs on: /proc says Z for it.
@@ -142,6 +142,7 @@ def test_cpu_ranks_are_locked_down_beyond_landlock(tiny_data, tmp_path):
     shutil.copyfile(os.path.join(root, "tests", "probes", "locked_down.py"), probe / "solution.py")
     (probe / "host_ipc").write_text(str(os.stat("/proc/self/ns/ipc").st_ino))
     (probe / "host_net").write_text(str(os.stat("/proc/self/ns/net").st_ino))
+    (probe / "users").write_text(str(int(users.Users().why_not is None)))
     for isolated in (True, False):
         out = tmp_path / f"r{isolated}.json"
         subprocess.run([sys.executable, "bench.py", str(probe), "--tiny", "--workloads", "f1x1,f5x4", "--json",
@@ -153,6 +154,29 @@ def test_cpu_ranks_are_locked_down_beyond_landlock(tiny_data, tmp_path):
                 assert rec["passed"], (w, rec["reason"])
             else:
                 assert rec["status"] == "runtime error" and "not locked down: capabilities" in rec["reason"], rec
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(users.Users().why_not is not None, reason="the judge cannot make users here")
+def test_a_groups_per_user_counts_are_its_own(tiny_data, tmp_path):
+    """tests/cheats/spends_user_counts.py holds every pending signal its user may queue while its group lives; the
+    probe beside it in the same run (tests/probes/needs_user_counts.py) still queues one under a user of its own,
+    and cannot where both groups run as the judge's user (WAN_ASSUME_NO_USERS)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for own in (True, False):
+        out = tmp_path / f"r{own}.json"
+        env = dict(tiny_data) if own else dict(tiny_data, WAN_ASSUME_NO_USERS="1")
+        p = subprocess.run([sys.executable, "bench.py", os.path.join(root, "tests", "cheats", "spends_user_counts.py"),
+                            os.path.join(root, "tests", "probes", "needs_user_counts.py"), "--tiny", "--workloads",
+                            "f1x1", "--json", str(out)], cwd=root, env=env, capture_output=True, text=True,
+                           timeout=600)
+        report = json.loads(out.read_text())
+        assert ("a user per group" in report["environment"]["isolation"]) == own, p.stdout[-2000:]
+        rec = report["solutions"]["needs_user_counts"]["workloads"]["f1x1"]
+        if own:
+            assert rec["passed"], (rec["status"], rec["reason"])
+        else:
+            assert rec["status"] == "runtime error" and "pending signals refused" in rec["reason"], rec
 
 
 @pytest.mark.slow

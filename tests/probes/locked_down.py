@@ -1,7 +1,9 @@
-"""A probe, not a solution to time: the reference decode, failing unless its rank is locked down beyond Landlock (no
-capabilities, the seccomp filter, on the CPU and at world 1 IPC and network namespaces of their own: harness/syscalls.py, harness/ipc.py) and
-reaches no GPU outside its group's (CUDA's count, a child with CUDA_VISIBLE_DEVICES undone, the device nodes). The
-test that runs it copies it into a folder as solution.py, beside host_ipc and host_net: the judge's namespaces."""
+"""A probe, not a solution to time: the reference decode, failing unless its rank is locked down beyond Landlock (a
+user of its own holding CAP_DAC_READ_SEARCH alone, or no capabilities where the judge cannot make users; the seccomp
+filter; on the CPU and at world 1 IPC and network namespaces of their own: harness/users.py, harness/syscalls.py,
+harness/ipc.py) and reaches no GPU outside its group's (CUDA's count, a child with CUDA_VISIBLE_DEVICES undone, the
+device nodes). The test that runs it copies it into a folder as solution.py, beside host_ipc and host_net (the
+judge's namespaces) and users ("1" where the judge can make users)."""
 import os
 import resource
 import subprocess
@@ -41,8 +43,18 @@ def _check(world, gpu, child=False):
     whole = not gpu or world == 1          # the whole lock: on the CPU, and on GPUs at world 1
     status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines() if ":" in line)
     problems = []
-    if int(status["CapEff"].strip(), 16):
+    own = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "users")).read().strip() == "1"
+    caps = int(status["CapEff"].strip(), 16)
+    if caps != (1 << 2 if own else 0):     # CAP_DAC_READ_SEARCH alone under a user of its own
         problems.append(f"capabilities {status['CapEff'].strip()}")
+    if own and (0 in os.getresuid() or 0 in os.getresgid() or 0 in os.getgroups()):
+        problems.append(f"ids {os.getresuid()}, {os.getresgid()}, groups {os.getgroups()}: the judge's user")
+    if own:
+        try:
+            os.setpriority(os.PRIO_PROCESS, os.getppid(), 0)     # another user's: refused, whatever its niceness
+            problems.append("the judge's priority reachable")
+        except PermissionError:
+            pass
     if status.get("Seccomp", "").strip() != "2":
         problems.append(f"seccomp mode {status.get('Seccomp', '?').strip()}")
     host = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "host_ipc")).read().strip()

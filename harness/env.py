@@ -59,8 +59,10 @@ def rank_env(rank, world, port, scratch, cpu, data_dir, build_dir, pkg, addr="12
         env["CUDA_VISIBLE_DEVICES"] = gpus
     if own_network:
         env.update(GLOO_SOCKET_IFNAME="lo", NCCL_SOCKET_IFNAME="lo")
+    # USER and LOGNAME: a rank's user of its own has no account, and getpass.getuser() (torch's cache folders) asks
+    # the environment first.
     env.update(ENV_SAFETY, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
-               MASTER_ADDR=addr, MASTER_PORT=str(port), HOME=scratch, TMPDIR=scratch,
+               MASTER_ADDR=addr, MASTER_PORT=str(port), HOME=scratch, TMPDIR=scratch, USER="rank", LOGNAME="rank",
                TRITON_CACHE_DIR=os.path.join(scratch, "triton"), CUDA_CACHE_PATH=os.path.join(scratch, "nv"),
                PYTHONPATH=pkg, PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1", DATA=data_dir,
                WAN_BUILD_DIR=build_dir)

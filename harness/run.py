@@ -31,8 +31,12 @@ class Run:
         self.folder = tempfile.mkdtemp(prefix="wan-run-")
         self.logs = os.path.join(self.folder, "logs")
         self.scratch = os.path.join(self.folder, "scratch")
-        os.makedirs(self.logs)
+        os.makedirs(self.logs, mode=0o700)
         os.makedirs(self.scratch)
+        # Ranks under users of their own (harness/users.py) reach their scratch through these two: access(), with
+        # which compilers choose their temporary folder (gcc aborts where it finds none), ignores capabilities.
+        for folder in (self.folder, self.scratch):
+            os.chmod(folder, 0o711)
         # What a rank imports of the repository, copied: the repository itself stays out of its reach.
         self.pkg = os.path.join(self.folder, "pkg")
         shutil.copytree(os.path.join(ROOT, "harness"), os.path.join(self.pkg, "harness"),

@@ -4,6 +4,7 @@ filter; on the CPU and at world 1 IPC and network namespaces of their own: harne
 harness/ipc.py) and reaches no GPU outside its group's (CUDA's count, a child with CUDA_VISIBLE_DEVICES undone, the
 device nodes). The test that runs it copies it into a folder as solution.py, beside host_ipc and host_net (the
 judge's namespaces) and users ("1" where the judge can make users)."""
+import getpass
 import os
 import resource
 import subprocess
@@ -49,6 +50,12 @@ def _check(world, gpu, child=False):
         problems.append(f"capabilities {status['CapEff'].strip()}")
     if own and (0 in os.getresuid() or 0 in os.getresgid() or 0 in os.getgroups()):
         problems.append(f"ids {os.getresuid()}, {os.getresgid()}, groups {os.getgroups()}: the judge's user")
+    if not os.access(os.environ["TMPDIR"], os.W_OK | os.X_OK):     # access() ignores capabilities: gcc's test
+        problems.append("its scratch unreachable by access()")
+    try:
+        getpass.getuser()
+    except Exception as e:          # torch's cache folders are named after the user
+        problems.append(f"getpass.getuser() failed: {e}")
     if own:
         try:
             os.setpriority(os.PRIO_PROCESS, os.getppid(), 0)     # another user's: refused, whatever its niceness

@@ -34,13 +34,14 @@ class Count:
     a group's scratch while it waits for a `done`, and a walk of many files at once would hold it up (its clock then
     stops late). Symbolic links are not followed."""
 
-    def __init__(self, paths, cap=DISK_CAP, entries=ENTRIES_CAP, holders=()):
+    def __init__(self, paths, cap=DISK_CAP, entries=ENTRIES_CAP, holders=(), devices=()):
         """holders: the pids whose open and mapped files in no folder (O_TMPFILE, unlinked while open) count too,
-        where they lie on the filesystems of `paths`: such a file takes disk that no walk of the folders finds."""
+        where they lie on the filesystems of `paths` or `devices` (folders not walked: /dev/shm): such a file takes
+        disk that no walk of the folders finds."""
         self.todo, self.it, self.cap, self.entries = list(paths), None, cap, entries
         self.used, self.seen = 0, len(self.todo)
         self.devs = set()
-        for path in paths:
+        for path in [*paths, *devices]:
             try:
                 self.devs.add(os.stat(path).st_dev)
             except OSError:
@@ -141,16 +142,17 @@ class Watch:
     def wait(self):
         return self.WAIT_S if self.count is not None else min(0.5, max(self.WAIT_S, self.at - time.monotonic()))
 
-    def check(self, paths, now=False, holders=lambda: ()):
+    def check(self, paths, now=False, holders=lambda: (), devices=()):
         """The reason the files under `paths` (and the unnamed files of the pids holders() returns, asked once per
-        count) are over a cap, or None: `now` a whole count, else one step (a new count when one is due)."""
+        count, on their filesystems or those of `devices`) are over a cap, or None: `now` a whole count, else one
+        step (a new count when one is due)."""
         if now:
             self._end()
-            return over(paths, holders=holders())
+            return over(paths, holders=holders(), devices=devices)
         if self.count is None:
             if time.monotonic() < self.at:
                 return None
-            self.count = Count(paths, holders=holders())
+            self.count = Count(paths, holders=holders(), devices=devices)
         done, why = self.count.step(self.STEP)
         if done:
             self._end()
@@ -162,11 +164,12 @@ class Watch:
         self.count, self.at = None, time.monotonic() + self.EVERY_S
 
 
-def over(paths, cap=DISK_CAP, entries=ENTRIES_CAP, holders=()):
-    """A reason when the files under `paths` (and the files in no folder that `holders` hold there) take more than
+def over(paths, cap=DISK_CAP, entries=ENTRIES_CAP, holders=(), devices=()):
+    """A reason when the files under `paths` (and the files in no folder that `holders` hold there or on the
+    filesystems of `devices`) take more than
     `cap` bytes of disk or number more than `entries`, or hide from the judge (a folder it cannot list); None
     otherwise. Symbolic links are not followed."""
-    count = Count(paths, cap, entries, holders)
+    count = Count(paths, cap, entries, holders, devices)
     try:
         while True:
             done, why = count.step(1 << 20)

@@ -251,9 +251,14 @@ class Group:
         raise GroupFailed("crash", f"rank {rank} died (exit code {code})", rank)
 
     def _disk(self, now=False):
-        """The ranks' scratch folders and logs within the caps (disk.Watch: `now` a whole count, between calls; else
-        a step of one, which never holds up the reading of a `done` for long)."""
-        why = self._watch.check(self.scratch + [log.name for log in self.logs], now, self._holders)
+        """The ranks' scratch folders and logs within the caps, with what they hold in /dev/shm: under a user of its
+        own the names there that are its user's, and at any user the files there they hold open in no folder
+        (disk.Watch: `now` a whole count, between calls; else a step of one, which never holds up the reading of a
+        `done` for long)."""
+        paths = self.scratch + [log.name for log in self.logs]
+        if self.shm is not None and self.uid is not None:
+            paths += users.owned("/dev/shm", self.uid)
+        why = self._watch.check(paths, now, self._holders, ["/dev/shm"] if self.shm is not None else [])
         if why:
             raise GroupFailed("tampering", f"the ranks {why}")
 
@@ -449,11 +454,10 @@ class Group:
         if self.shm is not None:
             # Under a user of its own, the group's names are its user's, whenever they came (another live group's
             # are another user's); else every name new since the group started.
-            for name in set(os.listdir("/dev/shm")) - (set() if self.uid is not None else self.shm):
-                path = os.path.join("/dev/shm", name)
-                with contextlib.suppress(OSError):
-                    if self.uid is None or os.lstat(path).st_uid == self.uid:
-                        disk.remove(path)
+            gone = users.owned("/dev/shm", self.uid) if self.uid is not None else \
+                [os.path.join("/dev/shm", name) for name in set(os.listdir("/dev/shm")) - self.shm]
+            for path in gone:
+                disk.remove(path)
         made = getattr(self.run, "users", None)
         if self.uid is not None and made is not None:
             made.give_back(self.uid)

@@ -128,6 +128,23 @@ class Users:
         self.taken.discard(uid)
 
 
+def owned(folder, uid):
+    """The paths of the names in `folder` (not below) that `uid` owns: a group's in /dev/shm, which the judge counts
+    against its disk cap and removes when it closes."""
+    out = []
+    try:
+        with os.scandir(folder) as it:
+            for entry in it:
+                try:
+                    if entry.stat(follow_symlinks=False).st_uid == uid:
+                        out.append(entry.path)
+                except OSError:
+                    pass
+    except OSError:
+        pass
+    return out
+
+
 def device_groups(paths):
     """The groups that open `paths` (device nodes) for reading and writing where the nodes' mode lets their group but
     not everyone: a rank's supplementary groups, so that its GPUs stay open to it under a uid of its own."""

@@ -17,6 +17,11 @@ TRACE_NAME = "profile-trace.json"   # where a rank's trace must be, in its own s
 # The traces bench keeps of one solution's profiled calls (every rank of every workload), together: the baseline's
 # whole set on GPUs is about 1.5 GiB (f121x2 45 MB a rank); 36 traces of 2 GiB would be 72 GiB.
 TRACES_CAP = 8 << 30
+# What a group's processes hold of pools the kernel keeps for the whole host, every user's (fs.file-max's open files,
+# tcp_mem's socket buffers): open files and file mappings (a mapping holds its file without a descriptor), and
+# sockets among the open files. Counted with the files in no folder; an honest rank holds a few thousand.
+HELD_CAP = 200_000
+SOCKETS_CAP = 4_096
 
 
 class Refused(Exception):
@@ -47,7 +52,8 @@ class Count:
             except OSError:
                 pass
         self.held = [f"/proc/{pid}/{kind}" for pid in holders for kind in ("fd", "map_files")]
-        self.held_it, self.counted = None, set()
+        self.held_it, self.held_fds, self.counted = None, False, set()
+        self.files = self.sockets = 0
 
     def step(self, n):
         """Walk up to `n` more entries: (done, the reason when the files are over a cap or hide from the judge)."""
@@ -93,6 +99,10 @@ class Count:
     def _over(self):
         if self.used > self.cap:
             return f"wrote more than {gib(self.cap)} to their scratch folders and logs (files in no folder too)"
+        if self.files > HELD_CAP:
+            return f"held more than {HELD_CAP} open or mapped files (fs.file-max is one count for the whole host)"
+        if self.sockets > SOCKETS_CAP:
+            return f"held more than {SOCKETS_CAP} sockets (tcp_mem is one pool for the whole host)"
         return None
 
     def _held_step(self):
@@ -100,8 +110,10 @@ class Count:
         while self.held_it is None:
             if not self.held:
                 return False
+            path = self.held.pop()
             try:
-                self.held_it = os.scandir(self.held.pop())
+                self.held_it = os.scandir(path)
+                self.held_fds = path.endswith("/fd")
             except OSError:          # gone, or no map_files here
                 pass
         try:
@@ -110,10 +122,12 @@ class Count:
             self.held_it.close()
             self.held_it = None
             return True
+        self.files += 1
         try:
             st = os.stat(entry.path)             # follows the link to the open file, a deleted one too
         except OSError:
             return True
+        self.sockets += self.held_fds and stat.S_ISSOCK(st.st_mode)
         if stat.S_ISREG(st.st_mode) and st.st_nlink == 0 and st.st_dev in self.devs and \
                 (st.st_dev, st.st_ino) not in self.counted:
             self.counted.add((st.st_dev, st.st_ino))

@@ -86,6 +86,7 @@ class Group:
         try:
             self._start(solution, geometry, frames, sandbox, profiling, addr)
             self.info = [protocol.ready(r, fields) for r, fields, _ in self._each("ready", None, STARTUP_S)]
+            self._disk(now=True)     # what prepare left on the disk and holds of the host's pools
             # The rank's census passed views of these as they came: they must still be so.
             self.buffers.settle()
             changed = [r for r in range(self.world) if self.buffers.weights_modified(r)]
@@ -378,7 +379,9 @@ class Group:
         return torch.equal(self._out.view(torch.int16), read1.view(torch.int16))
 
     def freeze(self, stop=True):
-        """Stop (or let go on) every process of this group while another group's call runs."""
+        """Stop (or let go on) every process of this group while another group starts or runs a call. Stopped, what
+        it holds of the host's pools is counted: a group over a cap (disk.HELD_CAP, SOCKETS_CAP, its disk) is killed
+        at once, so that the other's call never runs short of them, and fails at its next call."""
         if self.jail is not None and not self.jail.freeze(stop) and self.unfrozen is None:
             self.unfrozen = (f"its processes did not all stop within {FREEZE_S:g} s of the judge's freeze while another "
                              f"solution's call ran (work in the kernel outlasts a freeze)")
@@ -388,6 +391,12 @@ class Group:
                 os.kill(pid, sig)
             except (ProcessLookupError, PermissionError):
                 pass
+        if stop and self.unfrozen is None:
+            try:
+                self._disk(now=True)
+            except GroupFailed as e:
+                self.unfrozen = f"{e.message} while another solution ran"
+                self._kill()
 
     def _mine(self):
         """Live processes this group's ranks started, but the ranks: their descendants, and with a cgroup (which none
@@ -402,24 +411,11 @@ class Group:
                       or procs.marked(pid, "MASTER_PORT", self.port)}
 
     # -- the end
-    def close(self, graceful=True):
-        self.freeze(False)
-        if graceful:
-            try:
-                self._release()       # a rank that is held would block in its exit
-                for r in range(len(self.cmds)):
-                    self._tell(r, b"quit\n", 1.0)
-                deadline = time.monotonic() + 20
-                for p in self.procs:
-                    p.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except (OSError, GroupFailed, subprocess.TimeoutExpired):
-                pass
-        stray = self._mine()
+    def _kill(self, stray=frozenset()):
+        """Every process of the group dead (its cgroup, its ranks' process groups, their descendants) and `stray`."""
+        stray = set(stray) | self._mine()
         if self.jail is not None:
             self.jail.kill()
-        Group.ranks.difference_update(p.pid for p in self.procs)
-        # And every orphan below the judge: one that cleared its environment cannot be traced to its group.
-        stray |= _orphans()
         for p in self.procs:
             try:
                 os.killpg(p.pid, signal.SIGKILL)
@@ -437,6 +433,23 @@ class Group:
             if not stray:
                 break
             time.sleep(0.01)
+
+    def close(self, graceful=True):
+        self.freeze(False)
+        if graceful and not getattr(self.run, "stopped", False):
+            try:
+                self._release()       # a rank that is held would block in its exit
+                for r in range(len(self.cmds)):
+                    self._tell(r, b"quit\n", 1.0)
+                deadline = time.monotonic() + 20
+                for p in self.procs:
+                    p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except (OSError, GroupFailed, subprocess.TimeoutExpired):
+                pass
+        stray = self._mine()
+        Group.ranks.difference_update(p.pid for p in self.procs)
+        # And every orphan below the judge: one that cleared its environment cannot be traced to its group.
+        self._kill(stray | _orphans())
         if self.jail is not None:
             self.jail.remove()
         for fd in self.fds + self.cmds + ([self.net] if self.net is not None else []):

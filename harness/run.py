@@ -4,7 +4,10 @@ descendants."""
 import glob
 import os
 import shutil
+import signal
+import sys
 import tempfile
+import threading
 
 import spec
 from harness import disk, hardware, procs, sandbox, users
@@ -28,6 +31,12 @@ class Run:
     def __init__(self, geometry, cpu, isolation=True):
         """isolation: lock the ranks down where the platform can (False: run them unconfined, and say so)."""
         self.geometry, self.cpu = geometry, cpu
+        self.stopped = False
+        if threading.current_thread() is threading.main_thread():
+            # A judge told to stop (SIGTERM: a time limit's kill) ends as Ctrl-C ends it, through its callers' finally
+            # blocks: its groups (killed, not asked to quit) and this folder (the ranks' scratch, owned by their
+            # users) go with it.
+            signal.signal(signal.SIGTERM, self._stop)
         self.folder = tempfile.mkdtemp(prefix="wan-run-")
         self.logs = os.path.join(self.folder, "logs")
         self.scratch = os.path.join(self.folder, "scratch")
@@ -74,6 +83,10 @@ class Run:
             self.users = None
             self.isolation = "none" if isolation else "none (--no-isolation)"
             self.lock = None
+
+    def _stop(self, *_):
+        self.stopped = True
+        sys.exit(128 + signal.SIGTERM)
 
     def gpus_for(self, world):
         """(CUDA_VISIBLE_DEVICES, device nodes) of a group of `world` ranks on GPUs: the first `world` GPUs by UUID,

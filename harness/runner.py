@@ -104,8 +104,15 @@ class Runner:
         key = (sol["name"], world)
         if key not in self.groups:
             buffers = self.run.buffers_for(self.solutions.index(sol), world, max(frames))
-            self.groups[key] = Group(sol["desc"], world, self.geometry, self.cpu, buffers, self.run, frames,
-                                     self.run.lock, profiling=bool(self.args.profile))
+            others = list(self.groups.values())     # frozen while it starts, as while it runs a call
+            try:
+                for g in others:
+                    g.freeze()
+                self.groups[key] = Group(sol["desc"], world, self.geometry, self.cpu, buffers, self.run, frames,
+                                         self.run.lock, profiling=bool(self.args.profile))
+            finally:
+                for g in others:
+                    g.freeze(False)
             self.info.setdefault(sol["name"], self.groups[key].info)
         return self.groups[key]
 

@@ -29,7 +29,9 @@ part).
   shares, a neighbour's ranks and whatever runs beside the judge. Pipe buffers past the default (F_SETPIPE_SZ; past
   the per-user soft limit other capless processes get 2-page pipes) and POSIX message queues (mq_open,
   RLIMIT_MSGQUEUE's bytes) are refused with EPERM either way; epoll watches, which gloo and NCCL use, descriptors in
-  flight, ordinary pipes and pending signals are bounded only by the user's own count.
+  flight, ordinary pipes and pending signals are bounded only by the user's own count. Counts kept for the whole
+  host, every user's: Linux AIO contexts (io_setup, fs.aio-max-nr) are refused with EPERM; open files and sockets
+  are the judge's to count (harness/disk.py's HELD_CAP and SOCKETS_CAP).
 - User namespaces, at every world: inside one a rank is root again (network namespaces by the thousand, each held
   against the host's limit): unshare and clone with CLONE_NEWUSER fail with EPERM.
 - Watches: Landlock does not cover inotify, with which a rank could watch the data folder, the repository and the
@@ -66,6 +68,7 @@ PRLIMIT64 = {"x86_64": 302, "aarch64": 261}
 FCNTL = {"x86_64": 72, "aarch64": 25}
 F_SETLEASE, F_NOTIFY, F_SETPIPE_SZ = 1024, 1026, 1031
 MQ_OPEN = {"x86_64": 240, "aarch64": 180}
+IO_SETUP = {"x86_64": 206, "aarch64": 0}     # Linux AIO: fs.aio-max-nr is one count for the whole host
 IO_URING = (425, 426, 427)   # io_uring_setup, _enter, _register: the same on x86_64 and aarch64
 OPENAT2, FILE_SETATTR = 437, 469   # the same on both; openat2's flags lie in memory the filter cannot read
 # name_to_handle_at, open_by_handle_at: a file opened by its handle, not its path (CAP_DAC_READ_SEARCH, which a rank
@@ -125,7 +128,7 @@ def _assemble(program):
 def _filter(arch, metadata=True):
     """The BPF program: kill on another architecture; EPERM for DENIED[arch] (and any x32 call) where `metadata`;
     always: EPERM for prlimit64 on any process but this one (pid 0), fcntl's F_SETLEASE, F_NOTIFY and F_SETPIPE_SZ,
-    mq_open, O_NOATIME (open, openat, F_SETFL), the inode ioctls, file_setattr, and CLONE_NEWUSER (unshare, clone);
+    mq_open, io_setup, O_NOATIME (open, openat, F_SETFL), the inode ioctls, file_setattr, and CLONE_NEWUSER (unshare, clone);
     ENOSYS for clone3 (its CLONE_INTO_CGROUP would move a child out of the group's cgroup; the C library then falls
     back to clone), openat2 and io_uring (their flags or operations out of the filter's sight), opens by file handle;
     allow the rest."""
@@ -140,6 +143,7 @@ def _filter(arch, metadata=True):
     program += [(_BPF_JEQ_K, "enosys", 0, nr) for nr in (CLONE3, OPENAT2, *IO_URING, *BY_HANDLE[arch])]
     program += [(_BPF_JEQ_K, "eperm", 0, FILE_SETATTR),
                 (_BPF_JEQ_K, "eperm", 0, MQ_OPEN[arch]),
+                (_BPF_JEQ_K, "eperm", 0, IO_SETUP[arch]),
                 (_BPF_JEQ_K, "prlimit", 0, PRLIMIT64[arch]),
                 (_BPF_JEQ_K, "fcntl", 0, FCNTL[arch]),
                 (_BPF_JEQ_K, "ioctl", 0, IOCTL[arch]),
@@ -174,9 +178,9 @@ def _filter(arch, metadata=True):
 def deny(metadata=True):
     """Install the seccomp filter on this thread (and what it starts later): no process's resource limits but its
     own (a neighbour's or the judge's, which the kernel lets any process of the same user lower), no leases, no
-    io_uring, no inode flags, O_NOATIME, user namespaces, larger pipes or message queues, and with `metadata` no
-    writes of inode metadata, no keyrings and no file watches. Returns the architecture, or None where it has no
-    table here."""
+    io_uring or Linux AIO, no inode flags, O_NOATIME, user namespaces, larger pipes or message queues, and with
+    `metadata` no writes of inode metadata, no keyrings and no file watches. Returns the architecture, or None where
+    it has no table here."""
     arch = platform.machine()
     if arch not in DENIED:
         return None

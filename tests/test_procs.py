@@ -262,6 +262,43 @@ def test_the_clock_runs_while_the_judge_reads_the_done_lines(tiny_data, monkeypa
         run.close()
 
 
+@pytest.mark.slow       # 35 s: a group's start and 4,200 sockets
+def test_a_group_over_its_caps_when_frozen_is_killed_at_once(tiny_data, monkeypatch):
+    """tests/cheats/holds_sockets_after_its_call.py opens sockets past disk.SOCKETS_CAP after its call; the judge's
+    freeze (for another group's call or start) counts them: the group's processes die at once, so the other's call
+    never runs short, and its next call fails for it."""
+    import loader
+    import spec
+    from harness.run import Run
+    monkeypatch.setenv("DATA", tiny_data["DATA"])
+    run = Run(spec.TINY, cpu=True)
+    group = None
+    try:
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        sol = loader.describe(os.path.join(root, "tests", "cheats", "holds_sockets_after_its_call.py"))
+        group = Group(sol, 1, spec.TINY, True, run.buffers_for(0, 1, 1), run, {1}, run.lock)
+        z = spec.make_inputs("f1x1", "cpu", spec.TINY)[0]
+        group.call(z, 60)
+        rank = group.procs[0]
+        for _ in range(100):            # the thread's sockets, after the call
+            if len(os.listdir(f"/proc/{rank.pid}/fd")) > 4_200:
+                break
+            time.sleep(0.05)
+        group.freeze()
+        assert group.unfrozen and "held more than 4096 sockets" in group.unfrozen and \
+            "while another solution ran" in group.unfrozen, group.unfrozen
+        assert rank.poll() is not None
+        group.freeze(False)
+        with pytest.raises(GroupFailed) as e:
+            group.call(z, 60)
+        assert e.value.status == "tampering" and "held more than 4096 sockets" in e.value.message
+    finally:
+        monkeypatch.undo()
+        if group is not None:
+            group.close()
+        run.close()
+
+
 CLONES = """import ctypes, os, sys, threading
 from harness import syscalls
 syscalls.drop_capabilities()
@@ -320,3 +357,32 @@ def test_a_deeply_nested_line_is_malformed_not_a_crash(depth):
     assert e.value.status == "tampering"
     nested = {"t0": 1, "t1": 2, "peak": None, "problems": [], "x": [[[[[[["deep enough"]]]]]]]}
     assert protocol.parse(b"report " + json.dumps(nested).encode(), 0)[1] == nested
+
+
+@pytest.mark.slow
+def test_a_judge_told_to_stop_leaves_no_folder_or_rank(tiny_data, tmp_path):
+    """SIGTERM (a time limit's kill) ends bench through its finally blocks: the run's folder (the ranks' scratch,
+    owned by their users) and the ranks are gone within seconds, a rank busy in its call included."""
+    sol = tmp_path / "sleeps.py"
+    sol.write_text("import time\n\n\ndef run(z, weights, rank, world, pg, out):\n    time.sleep(300)\n")
+    env = dict(tiny_data, TMPDIR=str(tmp_path))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    p = subprocess.Popen([sys.executable, "bench.py", str(sol), "--tiny", "--workloads", "f1x1"], cwd=root, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        for _ in range(600):            # the rank started: its scratch is there
+            runs = [d for d in os.listdir(tmp_path) if d.startswith("wan-run-")]
+            if runs and os.listdir(tmp_path / runs[0] / "scratch"):
+                break
+            time.sleep(0.1)
+        time.sleep(2)
+        ranks = procs.descendants_of({p.pid})
+        assert runs and ranks
+        p.terminate()
+        p.wait(timeout=30)
+        assert p.returncode == 143
+        assert not [d for d in os.listdir(tmp_path) if d.startswith("wan-run-")]
+        assert not [pid for pid in ranks if os.path.exists(f"/proc/{pid}")]
+    finally:
+        p.kill()
+        p.wait()

@@ -9,8 +9,11 @@ import tempfile
 
 import pytest
 
+from harness import users
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHEATS = os.path.join(ROOT, "tests", "cheats")
+USERS = users.Users().why_not is None      # ranks under users of their own (harness/users.py)
 
 # cheat -> (status, a phrase of the reason)
 EXPECTED = {
@@ -39,9 +42,13 @@ EXPECTED = {
     "leases_a_shared_file.py": ("runtime error", "PermissionError"),
     "spends_root_counts.py": ("runtime error", "root's per-user counts refused: F_SETPIPE_SZ, mq_open"),
     "uses_io_uring.py": ("runtime error", "io_uring_setup refused: Function not implemented"),
+    "holds_host_counts.py": ("tampering", "held more than 4096 sockets (tcp_mem is one pool for the whole host)"),
     "disarms_the_decoys.py": ("runtime error", "noatime refused both ways"),
     "blames_the_harness.py": ("runtime error", "(it reported a harness error in run): the harness broke, not me"),
-    "fills_its_commands.py": ("tampering", "rank 0 did not read its commands for 5 s"),
+    # Under a user of its own a rank cannot open its command pipe for writing (the judge's, mode 0600); as root it
+    # can, and the judge's deadline on its writes fails it (test_a_full_command_pipe_cannot_hang_the_judge).
+    "fills_its_commands.py": ("runtime error", "no second write end of the command pipe") if USERS else
+                             ("tampering", "rank 0 did not read its commands for 5 s"),
     "closes_its_commands.py": ("tampering", "rank 0 closed its command pipe"),
     "weights_tail.py": ("input modified", "the weights were modified by prepare"),
 }
@@ -212,6 +219,19 @@ def test_skipping_work_after_the_first_calls_is_incorrect(tiny_data, tmp_path):
 
 
 DEFAULT = ("forges_lines.py", "early_done.py", "reads_data_folder.py")
+
+
+@pytest.mark.slow
+def test_a_full_command_pipe_cannot_hang_the_judge(tiny_data, tmp_path):
+    """As root (the judge's user: WAN_ASSUME_NO_USERS) tests/cheats/fills_its_commands.py reopens its command pipe
+    for writing and fills it; the judge's write of `go` has a deadline, and the rank fails for it."""
+    out = tmp_path / "r.json"
+    p = subprocess.run([sys.executable, "bench.py", os.path.join(CHEATS, "fills_its_commands.py"), "--tiny",
+                        "--workloads", "f1x1", "--json", str(out)], cwd=ROOT,
+                       env=dict(tiny_data, WAN_ASSUME_NO_USERS="1"), capture_output=True, text=True, timeout=600)
+    rec = json.loads(out.read_text())["workloads"]["f1x1"]
+    assert rec["status"] == "tampering" and "rank 0 did not read its commands for 5 s" in rec["reason"], \
+        (rec, p.stdout[-2000:])
 
 
 @pytest.mark.parametrize("cheats", [DEFAULT, pytest.param(tuple(EXPECTED), marks=pytest.mark.slow)],

@@ -326,6 +326,7 @@ class Group:
         if self.unfrozen:
             raise GroupFailed("tampering", self.unfrozen)
         self._quiet()
+        self.buffers.drop_cache()       # while the ranks' CUDA is still held
         self._release()
         self.buffers.stage(z)
         out = self._out = self.buffers.out_view(t)

@@ -334,3 +334,23 @@ def test_a_lent_gpu_buffer_is_alone_in_its_allocation():
     shared = torch.empty(1536 << 10, dtype=torch.uint8, device=dev)    # the default pool splits large segments
     with pytest.raises(RuntimeError, match="shares an allocation"):
         alone(shared)
+
+
+@cuda
+def test_the_judge_drops_its_cached_gpu_memory_before_a_call():
+    """A rank can open this process's allocations with a CUDA IPC handle it made itself (a handle names the exporter
+    by pid and the allocation by a small number): what the judge's own GPU work leaves in torch's cache (a
+    reference's decode, figures) is given back to the driver before each call (Buffers.drop_cache, from
+    Group.call); the lent buffers stay."""
+    from harness.buffers import Buffers
+    dev = torch.device("cuda", 0)
+    lender = object.__new__(Buffers)
+    lender.torch, lender.fds, lender.pools, lender.cpu, lender.devices = torch, {}, {}, False, [dev]
+    lent = lender._alloc("b0", 5 << 20, dev)
+    work = torch.randn(64 << 20, device=dev)     # the judge's own work, done: 256 MiB in the cache
+    del work
+    torch.cuda.synchronize()
+    assert torch.cuda.memory_reserved() - torch.cuda.memory_allocated() >= 256 << 20
+    lender.drop_cache()
+    assert torch.cuda.memory_reserved() - torch.cuda.memory_allocated() < 2 << 20
+    assert lent.untyped_storage().nbytes() >= 10 << 20

@@ -171,9 +171,10 @@ class Buffers:
     def drop_cache(self):
         """Give torch's cached, unused GPU memory of this process back to the driver before a rank's call: the
         judge's own GPU work (references of fresh latents, figures, error maps) leaves its results there, and a
-        CUDA IPC memory handle names its allocation by the exporter's pid and a small number, so a rank could open
-        this process's allocations with a handle it made itself (results/h200/judge/ipc_handle_probe.py).
-        Afterwards the judge holds on a GPU only these buffers, their staged latents and pristine weights."""
+        CUDA IPC memory handle names its allocation by the exporter's pid and a small number, and a rank can make
+        one for any allocation this process exported (results/h200/judge/ipc_handle_probe.py; the driver refuses
+        allocations never exported, ipc_forge_probe.py). Afterwards the judge holds on a GPU only these buffers,
+        their staged latents and pristine weights, and only these buffers were ever exported."""
         if not self.cpu:
             self.settle()
             self.torch.cuda.empty_cache()

@@ -1,9 +1,10 @@
 """Can a process open another process's GPU allocations through a forged CUDA IPC memory handle, those the other
-never exported included? ipc_handle_probe.py showed that a handle names its exporter by pid (word 2) and the
-allocation by a small number (word 10), and that the driver opened a handle with another process's pid put in. Here
-process 0 allocates four buffers (values 1, 2, 3, 4), exports only the first, then frees the third (torch keeps its
-memory); a process under a user of its own (harness/users.py) tries the exported handle with word 10 replaced by
-every number near it, and says which open and what they hold."""
+never exported included? ipc_handle_probe.py showed that a handle names its exporter by pid (word 2) and that the
+driver opened a handle with another process's pid put in; words 10 and 13 differed between one process's buffers.
+Here process 0 allocates four buffers (values 1, 2, 3, 4), exports only the first, then frees the third (torch
+keeps its memory); a process under a user of its own (harness/users.py) tries the exported handle with word 13
+replaced by every number near it (word 10, varied first, changed nothing: every value opened the exported buffer),
+and says which open and what they hold."""
 import os
 import subprocess
 import sys
@@ -28,14 +29,14 @@ sys.path.insert(0, %r)
 from harness import cudaipc, users
 users.become(int(sys.argv[1]), [])
 base = bytes.fromhex(sys.argv[2])
-first = int.from_bytes(base[40:44], "little")
-for n in range(max(0, first - 16), first + 24):
-    blob = base[:40] + n.to_bytes(4, "little") + base[44:]
+first = int.from_bytes(base[52:56], "little")
+for n in range(max(0, first - 24), first + 40):
+    blob = base[:52] + n.to_bytes(4, "little") + base[56:]
     try:
         t = cudaipc.open_handle(blob, 16 << 20, torch.device("cuda", 0))
-        print(f"word 10 = {n:#x}: opened, first value {float(t[0])}", flush=True)
+        print(f"word 13 = {n:#x}: opened, first value {float(t[0])}", flush=True)
     except Exception as e:
-        print(f"word 10 = {n:#x}: refused ({str(e)[-40:]})", flush=True)
+        print(f"word 13 = {n:#x}: refused ({str(e)[-40:]})", flush=True)
 """ % ROOT
 
 

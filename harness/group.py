@@ -262,6 +262,11 @@ class Group:
         why = self._watch.check(paths, now, self._holders, ["/dev/shm"] if self.shm is not None else [])
         if why:
             raise GroupFailed("tampering", f"the ranks {why}")
+        # In a namespace of the group's own, its sockets with no descriptor too (a listener's backlog, orphans).
+        used = disk.sockets_in_namespace(self.procs[0].pid) if self.net is not None and self.procs else None
+        if used is not None and used > disk.SOCKETS_CAP:
+            raise GroupFailed("tampering", f"the ranks held more than {disk.SOCKETS_CAP} sockets in their network "
+                                           f"namespace ({used}: tcp_mem is one pool for the whole host)")
 
     def _holders(self):
         """The group's live processes, for the count of files in no folder: its cgroup's members, else the ranks and

@@ -157,16 +157,16 @@ class Watch:
         return self.WAIT_S if self.count is not None else min(0.5, max(self.WAIT_S, self.at - time.monotonic()))
 
     def check(self, paths, now=False, holders=lambda: (), devices=()):
-        """The reason the files under `paths` (and the unnamed files of the pids holders() returns, asked once per
-        count, on their filesystems or those of `devices`) are over a cap, or None: `now` a whole count, else one
-        step (a new count when one is due)."""
+        """The reason the files under paths() (and the unnamed files of the pids holders() returns, on their
+        filesystems or those of `devices`; both asked once per count) are over a cap, or None: `now` a whole count,
+        else one step (a new count when one is due)."""
         if now:
             self._end()
-            return over(paths, holders=holders(), devices=devices)
+            return over(paths(), holders=holders(), devices=devices)
         if self.count is None:
             if time.monotonic() < self.at:
                 return None
-            self.count = Count(paths, holders=holders(), devices=devices)
+            self.count = Count(paths(), holders=holders(), devices=devices)
         done, why = self.count.step(self.STEP)
         if done:
             self._end()

@@ -72,7 +72,7 @@ class Group(Pipes):
         self.procs, self.logs, self.fds, self.cmds, self.bufs, self.scratch = [], [], [], [], {}, []
         self.calls, self._arrived, self._limit, self._watch = 0, CLOCK(), STARTUP_S, disk.Watch()
         self.jail, self.shm, self.sysv, self.net, self.unfrozen = None, None, ipc.snapshot(), None, None
-        self.uid = None
+        self.uid, self._sockets_at = None, 0.0
         earlier = Group.spawned     # ranks were alive before this group's: they may have spent the ports
         addr, self.port = _free_port()
         Group.ports.add(self.port)
@@ -183,17 +183,26 @@ class Group(Pipes):
         own the names there that are its user's, and at any user the files there they hold open in no folder
         (disk.Watch: `now` a whole count, between calls; else a step of one, which never holds up the reading of a
         `done` for long)."""
-        paths = self.scratch + [log.name for log in self.logs]
-        if self.shm is not None and self.uid is not None:
-            paths += users.owned("/dev/shm", self.uid)
-        why = self._watch.check(paths, now, self._holders, ["/dev/shm"] if self.shm is not None else [])
+        why = self._watch.check(self._paths, now, self._holders, ["/dev/shm"] if self.shm is not None else [])
         if why:
             raise GroupFailed("tampering", f"the ranks {why}")
-        # In a namespace of the group's own, its sockets with no descriptor too (a listener's backlog, orphans).
-        used = disk.sockets_in_namespace(self.procs[0].pid) if self.net is not None and self.procs else None
+        # In a namespace of the group's own, its sockets with no descriptor too (a listener's backlog, orphans):
+        # asked about as often as a count starts.
+        if self.net is None or not self.procs or not (now or time.monotonic() >= self._sockets_at):
+            return
+        self._sockets_at = time.monotonic() + disk.Watch.EVERY_S
+        used = disk.sockets_in_namespace(self.procs[0].pid)
         if used is not None and used > disk.SOCKETS_CAP:
             raise GroupFailed("tampering", f"the ranks held more than {disk.SOCKETS_CAP} sockets in their network "
                                            f"namespace ({used}: tcp_mem is one pool for the whole host)")
+
+    def _paths(self):
+        """What the disk count walks: the scratch folders and logs, and under a user of its own its names in
+        /dev/shm."""
+        paths = self.scratch + [log.name for log in self.logs]
+        if self.shm is not None and self.uid is not None:
+            paths += users.owned("/dev/shm", self.uid)
+        return paths
 
     def _holders(self):
         """The group's live processes, for the count of files in no folder: its cgroup's members, else the ranks and

@@ -183,6 +183,7 @@ class Group(Pipes):
         own the names there that are its user's, and at any user the files there they hold open in no folder
         (disk.Watch: `now` a whole count, between calls; else a step of one, which never holds up the reading of a
         `done` for long)."""
+        self._memory()
         why = self._watch.check(self._paths, now, self._holders, ["/dev/shm"] if self.shm is not None else [])
         if why:
             raise GroupFailed("tampering", f"the ranks {why}")
@@ -195,6 +196,14 @@ class Group(Pipes):
         if used is not None and used > disk.SOCKETS_CAP:
             raise GroupFailed("tampering", f"the ranks held more than {disk.SOCKETS_CAP} sockets in their network "
                                            f"namespace ({used}: tcp_mem is one pool for the whole host)")
+
+    def _memory(self):
+        """Raise where the kernel's out-of-memory killer ended a process of the group at its memory cap (its cgroup's,
+        harness/jail.py): the group's failure, whichever of its processes the killer took."""
+        if self.jail is not None and self.jail.oom_kills():
+            raise GroupFailed("crash", f"the group's processes went past its memory cap of "
+                                       f"{disk.gib(self.jail.memory_cap)} (RAM, files in memory and the kernel's "
+                                       f"objects made for them, together) and the kernel ended one of them")
 
     def _paths(self):
         """What the disk count walks: the scratch folders and logs, and under a user of its own its names in

@@ -1,13 +1,22 @@
 """A cgroup per group of ranks, where the platform lets the judge make one: every process a rank starts stays in it
 (a double fork, a new session or a dead parent change nothing), so the judge freezes the whole group at once while
 another solution's call runs, counts its processes, caps their number, and kills them all at the end, new forks
-included. Without cgroups the judge falls back to signals and the process tree (harness/procs.py)."""
+included. Without cgroups the judge falls back to signals and the process tree (harness/procs.py).
+
+Where the memory controller is there too (cgroup v1's hierarchy, or cgroup2's where its parent enables it), a group's
+memory is capped: what its processes hold in RAM, the files they write to memory (/dev/shm, page cache) and the
+kernel's objects made for them (pipe buffers, page tables) together, one count however many processes share it.
+Past the cap the kernel's out-of-memory killer ends a process of that group and no other: a group that spreads its
+memory over many small processes cannot make the killer pick a larger rank of another group (every rank's
+oom_score_adj is 1000, and the killer then takes the largest)."""
 import os
 import re
 import time
 
 V2 = ("/sys/fs/cgroup/unified", "/sys/fs/cgroup")   # a hybrid host's cgroup2 mount, or a pure cgroup2 host's
 PIDS_V1 = "/sys/fs/cgroup/pids"
+MEMORY_V1 = "/sys/fs/cgroup/memory"
+MEMORY_SHARE = 4      # a group may hold a quarter of the host's memory: three groups at their caps leave the judge room
 FREEZE_S = 2.0        # every task of a group frozen within this, or the group's next call fails
 MAX_TASKS = 8192      # threads count too: a rank of torch with NCCL runs a few hundred
 OWNED = re.compile(r"wan-(?:build-|probe-)?(\d+)(?:-|$)")    # the judge's pid in the names it gives (make())
@@ -25,7 +34,7 @@ def sweep():
     """Remove the empty cgroups of judges that are gone (killed before they could remove their own); returns their
     names. A live judge's, and any that still holds a process, stay."""
     removed = []
-    for root in (_v2_root(), PIDS_V1):
+    for root in (_v2_root(), PIDS_V1, MEMORY_V1):
         try:
             names = os.listdir(root) if root else []
         except OSError:
@@ -52,6 +61,26 @@ def _alive(pid):
         return True
 
 
+def memory_cap():
+    """The bytes a group's processes may hold together: a MEMORY_SHARE-th of the host's memory (WAN_GROUP_MEMORY, in
+    bytes, in the judge's environment sets it for tests)."""
+    if os.environ.get("WAN_GROUP_MEMORY"):
+        return int(os.environ["WAN_GROUP_MEMORY"])
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024 // MEMORY_SHARE
+    raise RuntimeError("/proc/meminfo has no MemTotal")
+
+
+def _read(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
 class Jail:
     """make() returns one, or None where no cgroup can be made here."""
 
@@ -72,13 +101,72 @@ class Jail:
         return cls(path, name)
 
     def __init__(self, path, name):
-        self.path, self.pids = path, None
-        try:   # a cap on tasks where the pids controller is there (cgroup v1 here; v2 hosts name it in subtree_control)
+        self.path, self.pids, self.memory, self.memory_cap = path, None, None, None
+        self.tasks_capped = self._cap_tasks(name)
+        self._cap_memory(name)
+
+    def _enabled(self, controller):
+        """Whether cgroup2 gives this group `controller` (its parent enables it for its children)."""
+        return controller in _read(os.path.join(os.path.dirname(self.path), "cgroup.subtree_control")).split()
+
+    def _cap_tasks(self, name):
+        """A cap on the group's tasks (threads count) where the pids controller is there: in its cgroup2 group, else
+        in a cgroup v1 pids group of its own. False where neither is."""
+        if self._enabled("pids"):
+            try:
+                self._write(os.path.join(self.path, "pids.max"), str(MAX_TASKS))
+                return True
+            except OSError:
+                pass
+        try:
             self.pids = os.path.join(PIDS_V1, name)
             os.mkdir(self.pids)
-            self._write(os.path.join(self.pids, "pids.max"), str(MAX_TASKS))
         except OSError:
             self.pids = None
+            return False
+        try:
+            self._write(os.path.join(self.pids, "pids.max"), str(MAX_TASKS))
+            return True
+        except OSError:
+            os.rmdir(self.pids)
+            self.pids = None
+            return False
+
+    def _cap_memory(self, name):
+        """The group's memory cap (memory_cap()), in its cgroup2 group where the parent enables the controller, else
+        in a cgroup v1 memory group of its own; none where neither is there."""
+        cap = memory_cap()
+        if self._enabled("memory"):
+            try:
+                self._write(os.path.join(self.path, "memory.max"), str(cap))
+                if os.path.exists(os.path.join(self.path, "memory.swap.max")):
+                    self._write(os.path.join(self.path, "memory.swap.max"), "0")
+                self.memory_cap = cap
+                return
+            except OSError:
+                pass
+        path = os.path.join(MEMORY_V1, name)
+        try:
+            os.mkdir(path)
+        except OSError:
+            return
+        try:
+            self._write(os.path.join(path, "memory.limit_in_bytes"), str(cap))
+        except OSError:
+            os.rmdir(path)
+            return
+        try:          # swap counted with it, where the kernel accounts swap
+            self._write(os.path.join(path, "memory.memsw.limit_in_bytes"), str(cap))
+        except OSError:
+            pass
+        self.memory, self.memory_cap = path, cap
+
+    def oom_kills(self):
+        """How many of the group's processes the out-of-memory killer ended at its cap (0 without a cap)."""
+        text = _read(os.path.join(self.memory, "memory.oom_control")) if self.memory else \
+            _read(os.path.join(self.path, "memory.events")) if self.memory_cap else ""
+        m = re.search(r"^oom_kill (\d+)", text, re.M)
+        return int(m.group(1)) if m else 0
 
     @staticmethod
     def _write(path, text):
@@ -87,13 +175,14 @@ class Jail:
 
     def add(self, pid):
         self._write(os.path.join(self.path, "cgroup.procs"), str(pid))
-        if self.pids:
-            self._write(os.path.join(self.pids, "cgroup.procs"), str(pid))
+        for v1 in (self.pids, self.memory):
+            if v1:
+                self._write(os.path.join(v1, "cgroup.procs"), str(pid))
 
     def members(self):
-        """Its processes (those of the pids cgroup too: a process that left the cgroup2 group stays in that one)."""
+        """Its processes (those of the v1 groups too: a process that left the cgroup2 group stays in those)."""
         out = set()
-        for path in (self.path, self.pids):
+        for path in (self.path, self.pids, self.memory):
             try:
                 with open(os.path.join(path, "cgroup.procs")) as f:
                     out |= {int(p) for p in f.read().split()}
@@ -139,7 +228,7 @@ class Jail:
                 except ChildProcessError:
                     pass
             time.sleep(0.01)
-        for path in (self.path, self.pids):
+        for path in (self.path, self.pids, self.memory):
             if path:
                 try:
                     os.rmdir(path)

@@ -3,8 +3,8 @@ the ranks' lines read, each checked as it comes (harness/protocol.py), and what 
 
 The host class provides: `world`, `procs` (the ranks' Popen objects), `cmds` (command pipes' write ends, non-blocking),
 `fds` (result pipes' read ends), `bufs` (fd: unread bytes), `_arrived` (the clock at the last read), `_limit` (the
-wait's length, for its message), `_watch` (a disk.Watch, whose wait() bounds each select) and `_disk(now=False)`
-(a step of the group's disk count while idle)."""
+wait's length, for its message), `_watch` (a disk.Watch, whose wait() bounds each select), `_disk(now=False)`
+(a step of the group's disk count while idle) and `_memory()` (raises where the group went past its memory cap)."""
 import os
 import select
 import signal
@@ -87,6 +87,7 @@ class Pipes:
         if code == -signal.SIGXFSZ:
             raise GroupFailed("tampering", f"rank {rank} wrote a file of more than {disk.gib(disk.FILE_CAP)} (its log "
                                            f"or in its scratch) and was killed by SIGXFSZ", rank)
+        self._memory()
         raise GroupFailed("crash", f"rank {rank} died (exit code {code})", rank)
 
     def _each(self, kind, call, limit):

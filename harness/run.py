@@ -69,6 +69,10 @@ class Run:
             if probe is not None:
                 probe.remove()
             self.isolation = f"landlock (ABI {sandbox.abi()})" + (", a cgroup per group" if probe is not None else "")
+            if probe is not None:
+                tasks = f"at most {jail.MAX_TASKS} tasks" if probe.tasks_capped else "tasks not capped"
+                memory = f"memory at most {disk.gib(probe.memory_cap)}" if probe.memory_cap else "memory not capped"
+                self.isolation += f" ({tasks}, {memory})"
             if sandbox.abi() < 6:     # signals are scoped from ABI 6: before it a rank can stop or kill the judge
                 self.isolation += ", signals to the judge not refused"
             if not cpu:

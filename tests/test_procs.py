@@ -224,10 +224,92 @@ def test_cgroups_of_judges_that_are_gone_are_swept():
     try:
         removed = jail.sweep()
         assert f"wan-{p.pid}-1" in removed and not os.path.exists(dead.path)
+        assert dead.memory is None or not os.path.exists(dead.memory)
         assert os.path.exists(live.path) and f"wan-{os.getpid()}-sweep" not in removed
     finally:
         for j in (dead, live):
             j.remove()
+
+
+FORKS = """import os, sys, time
+sys.stdin.readline()
+n = 0
+try:
+    for _ in range(50):
+        if os.fork() == 0:
+            time.sleep(60)
+            os._exit(0)
+        n += 1
+except OSError as e:
+    print("refused", e.errno, flush=True)
+print(n, flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_groups_tasks_are_capped(monkeypatch):
+    """A group's cgroup caps its tasks (jail.MAX_TASKS, here 20): the 50 forks of a fork storm are refused past it."""
+    import errno
+    from harness import jail
+    monkeypatch.setattr(jail, "MAX_TASKS", 20)
+    j = jail.Jail.make(f"wan-{os.getpid()}-tasks")
+    if j is None or not j.tasks_capped:
+        pytest.skip("no pids controller for a cgroup here")
+    p = subprocess.Popen([sys.executable, "-c", FORKS], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        j.add(p.pid)
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        assert p.stdout.readline().split() == ["refused", str(errno.EAGAIN)]
+        assert int(p.stdout.readline()) < 20
+    finally:
+        j.kill()
+        p.wait(timeout=30)
+        j.remove()
+
+
+SPREAD = """import os, sys, time
+sys.stdin.readline()
+for _ in range(3):
+    if os.fork() == 0:
+        os.close(1)
+        block = bytearray(100 << 20)
+        for i in range(0, len(block), 4096):
+            block[i] = 1
+        time.sleep(60)
+        os._exit(0)
+print("forked", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_groups_memory_is_capped_across_its_processes(monkeypatch):
+    """Three processes of 100 MiB each under a cap of 256 MiB: none is large, together they are past the cap, and the
+    kernel ends one of the group's processes (harness/jail.py: the cgroup counts them together)."""
+    from harness import jail
+    monkeypatch.setenv("WAN_GROUP_MEMORY", str(256 << 20))
+    j = jail.Jail.make(f"wan-{os.getpid()}-memory")
+    if j is None or j.memory_cap is None:
+        pytest.skip("no memory cgroup can be made here")
+    p = subprocess.Popen([sys.executable, "-c", SPREAD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert j.memory_cap == 256 << 20 and j.oom_kills() == 0
+        j.add(p.pid)
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        assert p.stdout.readline() == "forked\n"
+        deadline = time.monotonic() + 20       # the kill is counted before its process has left
+        while (j.oom_kills() == 0 or len(j.members()) == 4) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        peak = os.path.join(j.memory, "memory.max_usage_in_bytes") if j.memory else os.path.join(j.path, "memory.peak")
+        with open(peak) as f:
+            assert int(f.read()) <= 256 << 20
+        assert j.oom_kills() >= 1 and len(j.members()) < 4, j.members()
+    finally:
+        j.kill()
+        p.wait(timeout=30)
+        j.remove()
+    assert not os.path.exists(j.path) and not (j.memory and os.path.exists(j.memory))
 
 
 def test_the_clock_runs_while_the_judge_reads_the_done_lines(tiny_data, monkeypatch):

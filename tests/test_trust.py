@@ -177,6 +177,29 @@ def test_work_in_the_kernel_that_outlasts_a_freeze_fails_its_group(tiny_data, tm
 
 
 @pytest.mark.slow
+def test_memory_spread_over_small_processes_fails_its_group(tiny_data, tmp_path):
+    """tests/cheats/hoards_memory.py holds 1.5 GiB in six children of 256 MiB under a group cap of 1 GiB: the kernel
+    ends one of its group's processes and the judge fails that group; the honest solution beside it, under the same
+    cap, passes."""
+    from harness import jail
+    probe = jail.Jail.make(f"wan-probe-{os.getpid()}-m")
+    if probe is not None:
+        probe.remove()
+    if probe is None or probe.memory_cap is None:
+        pytest.skip("no memory cgroup for the group here")
+    out = tmp_path / "r.json"
+    p = subprocess.run([sys.executable, "bench.py", "solutions/reference", os.path.join(CHEATS, "hoards_memory.py"),
+                        "--tiny", "--workloads", "f5x1", "--json", str(out)], cwd=ROOT,
+                       env=dict(tiny_data, WAN_GROUP_MEMORY=str(1 << 30)), capture_output=True, text=True, timeout=600)
+    report = json.loads(out.read_text())
+    assert "memory at most 1 GiB)" in report["environment"]["isolation"], report["environment"]
+    assert report["solutions"]["reference"]["workloads"]["f5x1"]["passed"], p.stdout[-2000:]
+    rec = report["solutions"]["hoards_memory"]["workloads"]["f5x1"]
+    assert rec["status"] == "crash" and "went past its memory cap of 1 GiB" in rec["reason"], (rec["status"],
+                                                                                                rec["reason"])
+
+
+@pytest.mark.slow
 def test_a_replay_is_not_hidden_by_slowed_fresh_calls(tiny_data, tmp_path):
     """Bench's noise is the spread of the faster half of the fresh calls: two of five slowed eightfold do not widen
     it, so the replayed repeats stay too fast."""

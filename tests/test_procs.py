@@ -143,6 +143,13 @@ def test_cpu_ranks_are_locked_down_beyond_landlock(tiny_data, tmp_path):
     (probe / "host_ipc").write_text(str(os.stat("/proc/self/ns/ipc").st_ino))
     (probe / "host_net").write_text(str(os.stat("/proc/self/ns/net").st_ino))
     (probe / "users").write_text(str(int(users.Users().why_not is None)))
+    import socket
+    service = socket.socket(socket.AF_UNIX)       # a root service beside the run: its socket 0600, as /run's are
+    path = str(tmp_path / "service.sock")
+    service.bind(path)
+    os.chmod(path, 0o600)
+    service.listen(8)
+    (probe / "service").write_text(path)
     for isolated in (True, False):
         out = tmp_path / f"r{isolated}.json"
         subprocess.run([sys.executable, "bench.py", str(probe), "--tiny", "--workloads", "f1x1,f5x4", "--json",

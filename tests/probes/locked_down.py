@@ -2,8 +2,10 @@
 user of its own holding CAP_DAC_READ_SEARCH alone, or no capabilities where the judge cannot make users; the seccomp
 filter; on the CPU and at world 1 IPC and network namespaces of their own: harness/users.py, harness/syscalls.py,
 harness/ipc.py) and reaches no GPU outside its group's (CUDA's count, a child with CUDA_VISIBLE_DEVICES undone, the
-device nodes). The test that runs it copies it into a folder as solution.py, beside host_ipc and host_net (the
-judge's namespaces) and users ("1" where the judge can make users)."""
+device nodes), nor, under a user of its own, a root service's unix socket (Landlock does not cover connect(); the
+socket file's mode does). The test that runs it copies it into a folder as solution.py, beside host_ipc and host_net
+(the judge's namespaces), users ("1" where the judge can make users) and, where the test runs one, service (the
+path of a root service's socket)."""
 import getpass
 import os
 import resource
@@ -82,6 +84,15 @@ def _check(world, gpu, child=False):
     except OSError as e:
         if e.errno != 1:
             problems.append(f"setxattr failed with errno {e.errno}, not EPERM")
+    service = os.path.join(os.path.dirname(os.path.abspath(__file__)), "service")
+    if own and os.path.exists(service):     # a root service's socket (mode 0600) beside the run: not its user's
+        import socket
+        with socket.socket(socket.AF_UNIX) as s:
+            try:
+                s.connect(open(service).read().strip())
+                problems.append("connected to a root service's socket")
+            except PermissionError:
+                pass
     if gpu:
         problems += _gpus(world, child)
     if problems:

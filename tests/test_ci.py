@@ -50,13 +50,15 @@ def test_honest_solutions_pass(tiny_data, tmp_path, solution, workloads):
 
 
 # cheat -> (exit code, check name, status, a phrase of the reason). Each runs on f1x1 and f5x1 plus fresh latents.
+# The audit's findings on the cheats only it stops are tests/test_audit.py's, and the gate's runtime checks on them
+# test_what_only_the_audit_stops_passes_every_runtime_check's; side_thread.py's audit finding and its runtime failure
+# are shown together by test_audit_findings_are_reported_beside_the_dynamic_checks.
 EXPECTED = {
     "stale_out.py": (1, "fresh latents #1 x1", "incorrect", "not finite (NaN is the poison"),
     "cache_by_shape.py": (3, "fresh latents #2 x1", "incorrect", "max|d|"),
     "reads_reference.py": (3, "fresh latents #1 x1", "tampering", "read the decoy references"),
     "patches_timer.py": (3, "start x1", "tampering", "replaced time.monotonic_ns"),
     "patches_sync.py": (3, "start x1", "tampering", "replaced torch.cuda.synchronize"),
-    "side_thread.py": (3, "f1x1", "tampering", "threads left running after the call: ['late-decode']"),
     "child_process.py": (3, "f1x1", "tampering", "processes left running after the call"),
     "modifies_weights.py": (1, "f1x1", "input modified", "the weights were modified"),
     "grid_in_given_weights.py": (3, "start x1", "input modified", "the weights were modified by prepare"),
@@ -67,9 +69,6 @@ EXPECTED = {
     "low_precision.py": (3, "f5x1", "incorrect", "rms(d)"),
     "skips_attention.py": (1, "fresh latents #1 x1", "incorrect", "max|d|"),
     "writes_cache_file.py": (3, "audit", "audit", "writes_cache_file.py"),
-    "private_ops.py": (3, "audit", "audit", "private-name"),
-    "unknown_module.py": (3, "audit", "audit", "foreign-code: `pydoc`"),
-    "waives_its_audit.py": (3, "audit", "audit", "cannot silence narrow-numerics"),
     "hangs_on_rank0.py": (2, "fresh latents #1 x1", "timeout", "no answer within"),
     "name_is_a_path": (2, "load", "load error", "`name` '../../../planted'"),
     "forges_the_console.py": (2, "fresh latents #1 x1", "runtime error", "gave up??[2K?[1A?[32mPASS?[0m f1x1"),
@@ -117,7 +116,8 @@ def test_audit_findings_are_reported_beside_the_dynamic_checks(tiny_data, tmp_pa
     p, report, _ = gate(tiny_data, tmp_path, os.path.join(CHEATS, "side_thread.py"), "--workloads", "f1x1")
     fails = failures(report)
     assert fails["audit"][0] == "audit" and "side_thread.py" in fails["audit"][1]
-    assert fails["f1x1"][0] == "tampering"
+    assert fails["f1x1"][0] == "tampering" and "threads left running after the call: ['late-decode']" in \
+        fails["f1x1"][1], fails["f1x1"]
     assert p.returncode == 3
 
 

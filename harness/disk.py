@@ -178,19 +178,6 @@ class Watch:
         self.count, self.at = None, time.monotonic() + self.EVERY_S
 
 
-def sockets_in_namespace(pid):
-    """How many sockets the network namespace of process `pid` holds ("sockets: used" of its sockstat, which counts
-    sockets with no descriptor too: a listener's unaccepted connections, orphans); None where /proc cannot say."""
-    try:
-        with open(f"/proc/{pid}/net/sockstat") as f:
-            for line in f:
-                if line.startswith("sockets:"):
-                    return int(line.split()[2])
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
 def over(paths, cap=DISK_CAP, entries=ENTRIES_CAP, holders=(), devices=()):
     """A reason when the files under `paths` (and the files in no folder that `holders` hold there or on the
     filesystems of `devices`) take more than

@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 
-from harness import disk, env, ipc, netns, procs, protocol, users
+from harness import disk, env, ipc, netns, procs, protocol, sockets, users
 from harness.jail import FREEZE_S, Jail
 from harness.pipes import CLOCK, STARTUP_S, Pipes
 from harness.protocol import GroupFailed  # noqa: F401 (GroupFailed: the callers')
@@ -187,23 +187,40 @@ class Group(Pipes):
         why = self._watch.check(self._paths, now, self._holders, ["/dev/shm"] if self.shm is not None else [])
         if why:
             raise GroupFailed("tampering", f"the ranks {why}")
-        # In a namespace of the group's own, its sockets with no descriptor too (a listener's backlog, orphans):
-        # asked about as often as a count starts.
-        if self.net is None or not self.procs or not (now or time.monotonic() >= self._sockets_at):
+        if not self.procs or not (now or time.monotonic() >= self._sockets_at):
             return
-        self._sockets_at = time.monotonic() + disk.Watch.EVERY_S
-        used = disk.sockets_in_namespace(self.procs[0].pid)
-        if used is not None and used > disk.SOCKETS_CAP:
-            raise GroupFailed("tampering", f"the ranks held more than {disk.SOCKETS_CAP} sockets in their network "
-                                           f"namespace ({used}: tcp_mem is one pool for the whole host)")
+        self._sockets_at = time.monotonic() + disk.Watch.EVERY_S      # asked about as often as a count starts
+        self._sockets()
+
+    def _sockets(self):
+        """What the group's sockets hold (harness/sockets.py): in a network namespace of its own every socket there,
+        those no descriptor names too (a listener's backlog, orphans); in the host's, those its processes hold."""
+        pid = self.procs[0].pid
+        if self.net is not None:
+            used = sockets.in_namespace(pid)
+            if used is not None and used > disk.SOCKETS_CAP:
+                raise GroupFailed("tampering", f"the ranks held more than {disk.SOCKETS_CAP} sockets in their network "
+                                               f"namespace ({used}: tcp_mem is one pool for the whole host)")
+            queued = sockets.queued(pid)
+        else:
+            queued = sockets.queued(pid, sockets.held(self._holders()))
+        if queued > sockets.QUEUED_CAP:
+            raise GroupFailed("tampering", f"the ranks' sockets queued more than {disk.gib(sockets.QUEUED_CAP)} "
+                                           f"({disk.gib(queued)}: the kernel's memory, outside the group's cap)")
 
     def _memory(self):
-        """Raise where the kernel's out-of-memory killer ended a process of the group at its memory cap (its cgroup's,
-        harness/jail.py): the group's failure, whichever of its processes the killer took."""
-        if self.jail is not None and self.jail.oom_kills():
+        """Raise where the kernel's out-of-memory killer ended a process of the group: at its memory cap (its cgroup's,
+        harness/jail.py) the group's failure, whichever of its processes the killer took; under it, the host's."""
+        kills, at_cap = self.jail.oom() if self.jail is not None else (0, False)
+        if kills and at_cap:
             raise GroupFailed("crash", f"the group's processes went past its memory cap of "
                                        f"{disk.gib(self.jail.memory_cap)} (RAM, files in memory and the kernel's "
                                        f"objects made for them, together) and the kernel ended one of them")
+        if kills:
+            raise GroupFailed("harness error", f"the host's out-of-memory killer ended one of the group's processes "
+                                               f"while the group was under its memory cap of "
+                                               f"{disk.gib(self.jail.memory_cap)}: the host ran short of memory, not "
+                                               f"this solution")
 
     def _paths(self):
         """What the disk count walks: the scratch folders and logs, and under a user of its own its names in

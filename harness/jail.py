@@ -17,6 +17,7 @@ V2 = ("/sys/fs/cgroup/unified", "/sys/fs/cgroup")   # a hybrid host's cgroup2 mo
 PIDS_V1 = "/sys/fs/cgroup/pids"
 MEMORY_V1 = "/sys/fs/cgroup/memory"
 MEMORY_SHARE = 4      # a group may hold a quarter of the host's memory: three groups at their caps leave the judge room
+CAP_SLACK = 8 << 20   # a charge the cap refused may be up to a huge page: the peak then sits below the cap by as much
 FREEZE_S = 2.0        # every task of a group frozen within this, or the group's next call fails
 MAX_TASKS = 8192      # threads count too: a rank of torch with NCCL runs a few hundred
 OWNED = re.compile(r"wan-(?:build-|probe-)?(\d+)(?:-|$)")    # the judge's pid in the names it gives (make())
@@ -161,12 +162,21 @@ class Jail:
             pass
         self.memory, self.memory_cap = path, cap
 
-    def oom_kills(self):
-        """How many of the group's processes the out-of-memory killer ended at its cap (0 without a cap)."""
-        text = _read(os.path.join(self.memory, "memory.oom_control")) if self.memory else \
-            _read(os.path.join(self.path, "memory.events")) if self.memory_cap else ""
-        m = re.search(r"^oom_kill (\d+)", text, re.M)
-        return int(m.group(1)) if m else 0
+    def oom(self):
+        """(kills, at its cap): how many of the group's processes the out-of-memory killer ended, and whether the group
+        reached its own cap (else the kills were the host's killer's or an enclosing cgroup's, at a shortage that is
+        not the group's). cgroup2 counts the times the group met its limit (memory.events' `oom`); cgroup v1 does
+        not, and there the group met its cap where its peak came within CAP_SLACK of it."""
+        if self.memory:
+            kills = re.search(r"^oom_kill (\d+)", _read(os.path.join(self.memory, "memory.oom_control")), re.M)
+            peak = _read(os.path.join(self.memory, "memory.max_usage_in_bytes")).strip()
+            return (int(kills.group(1)) if kills else 0,
+                    peak.isdigit() and int(peak) >= self.memory_cap - CAP_SLACK)
+        if self.memory_cap:
+            events = dict(line.split() for line in _read(os.path.join(self.path, "memory.events")).splitlines()
+                          if len(line.split()) == 2)
+            return int(events.get("oom_kill", 0)), int(events.get("oom", 0)) > 0
+        return 0, False
 
     @staticmethod
     def _write(path, text):

@@ -300,23 +300,60 @@ def test_a_groups_memory_is_capped_across_its_processes(monkeypatch):
         pytest.skip("no memory cgroup can be made here")
     p = subprocess.Popen([sys.executable, "-c", SPREAD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
-        assert j.memory_cap == 256 << 20 and j.oom_kills() == 0
+        assert j.memory_cap == 256 << 20 and j.oom() == (0, False)
         j.add(p.pid)
         p.stdin.write("go\n")
         p.stdin.flush()
         assert p.stdout.readline() == "forked\n"
         deadline = time.monotonic() + 20       # the kill is counted before its process has left
-        while (j.oom_kills() == 0 or len(j.members()) == 4) and time.monotonic() < deadline:
+        while (j.oom()[0] == 0 or len(j.members()) == 4) and time.monotonic() < deadline:
             time.sleep(0.05)
         peak = os.path.join(j.memory, "memory.max_usage_in_bytes") if j.memory else os.path.join(j.path, "memory.peak")
         with open(peak) as f:
             assert int(f.read()) <= 256 << 20
-        assert j.oom_kills() >= 1 and len(j.members()) < 4, j.members()
+        assert j.oom()[0] >= 1 and j.oom()[1] and len(j.members()) < 4, (j.oom(), j.members())
     finally:
         j.kill()
         p.wait(timeout=30)
         j.remove()
     assert not os.path.exists(j.path) and not (j.memory and os.path.exists(j.memory))
+
+
+def test_a_kill_under_the_groups_cap_is_not_its_caps(monkeypatch, tmp_path):
+    """The out-of-memory killer also ends a group's processes when memory runs short above it (the host, an enclosing
+    cgroup: here a cgroup v1 parent of 200 MiB around a group capped at 1 GiB): counted, but not at the group's cap,
+    so the judge does not blame the group's solution for it (Group._memory)."""
+    from harness import jail
+    parent = os.path.join(jail.MEMORY_V1, f"wan-{os.getpid()}-host")
+    try:
+        os.mkdir(parent)
+        with open(os.path.join(parent, "memory.limit_in_bytes"), "w") as f:
+            f.write(str(200 << 20))
+    except OSError:
+        pytest.skip("no cgroup v1 memory hierarchy to nest a group in here")
+    monkeypatch.setattr(jail, "MEMORY_V1", parent)
+    monkeypatch.setenv("WAN_GROUP_MEMORY", str(1 << 30))
+    j = jail.Jail.make(f"wan-{os.getpid()}-nested")
+    p = None
+    try:
+        if j is None or j.memory is None:
+            pytest.skip("the group's memory cap is not cgroup v1's here")
+        p = subprocess.Popen([sys.executable, "-c", SPREAD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        j.add(p.pid)
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        p.stdout.readline()
+        deadline = time.monotonic() + 20
+        while j.oom()[0] == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert j.oom() == (j.oom()[0], False) and j.oom()[0] >= 1, j.oom()
+    finally:
+        if j is not None:
+            j.kill()
+            if p is not None:
+                p.wait(timeout=30)
+            j.remove()
+        os.rmdir(parent)
 
 
 def test_the_clock_runs_while_the_judge_reads_the_done_lines(tiny_data, monkeypatch):

@@ -8,6 +8,8 @@ import stat
 import subprocess
 import time
 
+from harness import procs
+
 FILE_CAP = 2 << 30          # one file a rank writes (RLIMIT_FSIZE): its log, a trace, a scratch file
 DISK_CAP = 8 << 30          # a group's scratch folders and logs together
 BUILD_CAP = 2 << 30         # a solution's build folder (kept between runs), the build's scratch and logs together
@@ -51,7 +53,9 @@ class Count:
                 self.devs.add(os.stat(path).st_dev)
             except OSError:
                 pass
-        self.held = [f"/proc/{pid}/{kind}" for pid in holders for kind in ("fd", "map_files")]
+        # Read through a live thread: one whose first thread ended would show none (procs.live_view).
+        views = [v for v in map(procs.live_view, holders) if v is not None]
+        self.held = [f"{view}/{kind}" for view in views for kind in ("fd", "map_files")]
         self.held_it, self.held_fds, self.counted = None, False, set()
         self.files = self.sockets = 0
 

@@ -166,12 +166,19 @@ class Jail:
         """(kills, at its cap): how many of the group's processes the out-of-memory killer ended, and whether the group
         reached its own cap (else the kills were the host's killer's or an enclosing cgroup's, at a shortage that is
         not the group's). cgroup2 counts the times the group met its limit (memory.events' `oom`); cgroup v1 does
-        not, and there the group met its cap where its peak came within CAP_SLACK of it."""
+        not, and there the group met its cap where its peak since the last look that found no kill (the judge looks at
+        every count: about once a second while it waits, between calls, at every freeze) came within CAP_SLACK of
+        it."""
         if self.memory:
             kills = re.search(r"^oom_kill (\d+)", _read(os.path.join(self.memory, "memory.oom_control")), re.M)
+            kills = int(kills.group(1)) if kills else 0
             peak = _read(os.path.join(self.memory, "memory.max_usage_in_bytes")).strip()
-            return (int(kills.group(1)) if kills else 0,
-                    peak.isdigit() and int(peak) >= self.memory_cap - CAP_SLACK)
+            if not kills:           # the peak since the last look without a kill: an old peak judges no later kill
+                try:
+                    self._write(os.path.join(self.memory, "memory.max_usage_in_bytes"), "0")
+                except OSError:
+                    pass
+            return kills, peak.isdigit() and int(peak) >= self.memory_cap - CAP_SLACK
         if self.memory_cap:
             events = dict(line.split() for line in _read(os.path.join(self.path, "memory.events")).splitlines()
                           if len(line.split()) == 2)

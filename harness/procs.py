@@ -62,6 +62,25 @@ def unslow(pids):
                     pass
 
 
+def live_view(pid):
+    """/proc's folder of a live thread of process `pid` (its first thread's, /proc/PID, while that one runs), or None
+    where none runs. A process whose first thread ended while others run on is alive, but /proc/PID then shows
+    no descriptors, mappings or network (the ended thread's): the judge reads what it holds through a live one."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    for tid in sorted(tids, key=lambda t: t != str(pid)):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state not in "ZXx":
+            return f"/proc/{pid}" if tid == str(pid) else f"/proc/{pid}/task/{tid}"
+    return None
+
+
 def threads(pid):
     """The thread ids of process `pid` (none where it is gone)."""
     try:

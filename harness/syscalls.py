@@ -31,7 +31,9 @@ part).
   RLIMIT_MSGQUEUE's bytes) are refused with EPERM either way; epoll watches, which gloo and NCCL use, descriptors in
   flight, ordinary pipes and pending signals are bounded only by the user's own count. Counts kept for the whole
   host, every user's: Linux AIO contexts (io_setup, fs.aio-max-nr) are refused with EPERM; open files and sockets
-  are the judge's to count (harness/disk.py's HELD_CAP and SOCKETS_CAP).
+  are the judge's to count (harness/disk.py's HELD_CAP and SOCKETS_CAP), and the bytes queued in sockets
+  (harness/sockets.py), which reads no MPTCP socket's: MPTCP sockets (socket()'s protocol 262) are refused with
+  EPERM.
 - User namespaces, at every world: inside one a rank is root again (network namespaces by the thousand, each held
   against the host's limit): unshare and clone with CLONE_NEWUSER fail with EPERM.
 - Watches: Landlock does not cover inotify, with which a rank could watch the data folder, the repository and the
@@ -69,6 +71,8 @@ FCNTL = {"x86_64": 72, "aarch64": 25}
 F_SETLEASE, F_NOTIFY, F_SETPIPE_SZ = 1024, 1026, 1031
 MQ_OPEN = {"x86_64": 240, "aarch64": 180}
 IO_SETUP = {"x86_64": 206, "aarch64": 0}     # Linux AIO: fs.aio-max-nr is one count for the whole host
+SOCKET = {"x86_64": 41, "aarch64": 198}
+IPPROTO_MPTCP = 262     # its queues are in no /proc/net table the judge reads (harness/sockets.py)
 IO_URING = (425, 426, 427)   # io_uring_setup, _enter, _register: the same on x86_64 and aarch64
 OPENAT2, FILE_SETATTR = 437, 469   # the same on both; openat2's flags lie in memory the filter cannot read
 # name_to_handle_at, open_by_handle_at: a file opened by its handle, not its path (CAP_DAC_READ_SEARCH, which a rank
@@ -128,7 +132,7 @@ def _assemble(program):
 def _filter(arch, metadata=True):
     """The BPF program: kill on another architecture; EPERM for DENIED[arch] (and any x32 call) where `metadata`;
     always: EPERM for prlimit64 on any process but this one (pid 0), fcntl's F_SETLEASE, F_NOTIFY and F_SETPIPE_SZ,
-    mq_open, io_setup, O_NOATIME (open, openat, F_SETFL), the inode ioctls, file_setattr, and CLONE_NEWUSER (unshare, clone);
+    mq_open, io_setup, MPTCP sockets, O_NOATIME (open, openat, F_SETFL), the inode ioctls, file_setattr, and CLONE_NEWUSER (unshare, clone);
     ENOSYS for clone3 (its CLONE_INTO_CGROUP would move a child out of the group's cgroup; the C library then falls
     back to clone), openat2 and io_uring (their flags or operations out of the filter's sight), opens by file handle;
     allow the rest."""
@@ -149,6 +153,7 @@ def _filter(arch, metadata=True):
                 (_BPF_JEQ_K, "ioctl", 0, IOCTL[arch]),
                 (_BPF_JEQ_K, "openat", 0, OPENAT[arch]),
                 (_BPF_JEQ_K, "open", 0, OPEN.get(arch, OPENAT[arch])),
+                (_BPF_JEQ_K, "socket", 0, SOCKET[arch]),
                 (_BPF_JEQ_K, "unshare", 0, UNSHARE[arch]),
                 (_BPF_JEQ_K, "unshare", "allow", CLONE[arch]),
                 "prlimit", (_BPF_LD_W_ABS, 0, 0, pid_or_fd),
@@ -167,6 +172,8 @@ def _filter(arch, metadata=True):
                 (_BPF_JSET_K, "eperm", "allow", O_NOATIME),
                 "open", (_BPF_LD_W_ABS, 0, 0, second),
                 (_BPF_JSET_K, "eperm", "allow", O_NOATIME),
+                "socket", (_BPF_LD_W_ABS, 0, 0, third),          # the protocol: no MPTCP
+                (_BPF_JEQ_K, "eperm", "allow", IPPROTO_MPTCP),
                 "unshare", (_BPF_LD_W_ABS, 0, 0, pid_or_fd),     # the flags: no user namespace
                 (_BPF_JSET_K, "eperm", "allow", CLONE_NEWUSER),
                 "allow", (_BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),

@@ -219,6 +219,23 @@ def test_an_honest_torch_compile_is_not_tampering(tiny_data, tmp_path):
     assert rec["passed"], rec["reason"]
 
 
+def test_a_process_whose_first_thread_ended_is_read_through_a_live_one():
+    """/proc/PID of a process whose first thread ended shows no descriptors; procs.live_view names a live thread's
+    folder, where they are (the judge's counts of files and sockets read there)."""
+    p = subprocess.Popen([sys.executable, "-c", ZOMBIE_LEADER])
+    try:
+        deadline = time.monotonic() + 30
+        while _state(p.pid) != "Z" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        view = procs.live_view(p.pid)
+        assert view is not None and view.startswith(f"/proc/{p.pid}/task/"), view
+        assert os.listdir(f"{view}/fd") and not os.listdir(f"/proc/{p.pid}/fd")
+    finally:
+        p.kill()
+        p.wait()
+    assert procs.live_view(p.pid) is None
+
+
 def test_cgroups_of_judges_that_are_gone_are_swept():
     """A judge killed before its end leaves its empty cgroups; the next run removes them, never a live judge's."""
     from harness import jail

@@ -45,6 +45,7 @@ EXPECTED = {
     "holds_host_counts.py": ("tampering", "held more than 4096 sockets (tcp_mem is one pool for the whole host)"),
     "hides_sockets_in_a_backlog.py": ("tampering", "held more than 4096 sockets in their network namespace"),
     "queues_in_netlink.py": ("tampering", "the ranks' sockets queued more than 0.25 GiB"),
+    "ends_its_first_thread.py": ("tampering", "the ranks' sockets queued more than 0.25 GiB"),
     "disarms_the_decoys.py": ("runtime error", "noatime refused both ways"),
     "blames_the_harness.py": ("runtime error", "(it reported a harness error in run): the harness broke, not me"),
     # Under a user of its own a rank cannot open its command pipe for writing (the judge's, mode 0600); as root it

@@ -84,6 +84,9 @@ OPEN = {"x86_64": 2}                 # aarch64 has openat only
 UNSHARE = {"x86_64": 272, "aarch64": 97}
 CLONE = {"x86_64": 56, "aarch64": 220}
 F_SETFL, O_NOATIME, CLONE_NEWUSER = 4, 0o1000000, 0x10000000
+# A thread with a file table of its own (unshare(CLONE_FILES), or clone with CLONE_THREAD and not CLONE_FILES): its
+# descriptors are in no view of /proc the judge's counts read for its process (/proc/PID/fd is another thread's).
+CLONE_FILES, CLONE_THREAD = 0x400, 0x10000
 # ioctls that write an inode's flags (noatime, nodump...), generation number, fsxattr, encryption policy or verity:
 # on-disk state of files the rank owns (root's), which outlives the run (a policy makes an empty folder refuse
 # writes; verity makes a file read-only for good), and noatime disarms the decoys' access times. 32-bit forms too.
@@ -132,7 +135,8 @@ def _assemble(program):
 def _filter(arch, metadata=True):
     """The BPF program: kill on another architecture; EPERM for DENIED[arch] (and any x32 call) where `metadata`;
     always: EPERM for prlimit64 on any process but this one (pid 0), fcntl's F_SETLEASE, F_NOTIFY and F_SETPIPE_SZ,
-    mq_open, io_setup, MPTCP sockets, O_NOATIME (open, openat, F_SETFL), the inode ioctls, file_setattr, and CLONE_NEWUSER (unshare, clone);
+    mq_open, io_setup, MPTCP sockets, a thread with a file table of its own (unshare CLONE_FILES, clone with
+    CLONE_THREAD without CLONE_FILES), O_NOATIME (open, openat, F_SETFL), the inode ioctls, file_setattr, and CLONE_NEWUSER (unshare, clone);
     ENOSYS for clone3 (its CLONE_INTO_CGROUP would move a child out of the group's cgroup; the C library then falls
     back to clone), openat2 and io_uring (their flags or operations out of the filter's sight), opens by file handle;
     allow the rest."""
@@ -155,7 +159,7 @@ def _filter(arch, metadata=True):
                 (_BPF_JEQ_K, "open", 0, OPEN.get(arch, OPENAT[arch])),
                 (_BPF_JEQ_K, "socket", 0, SOCKET[arch]),
                 (_BPF_JEQ_K, "unshare", 0, UNSHARE[arch]),
-                (_BPF_JEQ_K, "unshare", "allow", CLONE[arch]),
+                (_BPF_JEQ_K, "clone", "allow", CLONE[arch]),
                 "prlimit", (_BPF_LD_W_ABS, 0, 0, pid_or_fd),
                 (_BPF_JEQ_K, "allow", "eperm", 0),      # its own (0) only
                 "fcntl", (_BPF_LD_W_ABS, 0, 0, second),
@@ -174,8 +178,13 @@ def _filter(arch, metadata=True):
                 (_BPF_JSET_K, "eperm", "allow", O_NOATIME),
                 "socket", (_BPF_LD_W_ABS, 0, 0, third),          # the protocol: no MPTCP
                 (_BPF_JEQ_K, "eperm", "allow", IPPROTO_MPTCP),
-                "unshare", (_BPF_LD_W_ABS, 0, 0, pid_or_fd),     # the flags: no user namespace
-                (_BPF_JSET_K, "eperm", "allow", CLONE_NEWUSER),
+                "unshare", (_BPF_LD_W_ABS, 0, 0, pid_or_fd),     # the flags: no user namespace, no own file table
+                (_BPF_JSET_K, "eperm", 0, CLONE_NEWUSER),
+                (_BPF_JSET_K, "eperm", "allow", CLONE_FILES),
+                "clone", (_BPF_LD_W_ABS, 0, 0, pid_or_fd),       # the flags (x86_64 and aarch64): the same
+                (_BPF_JSET_K, "eperm", 0, CLONE_NEWUSER),
+                (_BPF_JSET_K, 0, "allow", CLONE_THREAD),         # a new process has a table of its own: allowed
+                (_BPF_JSET_K, "allow", "eperm", CLONE_FILES),
                 "allow", (_BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
                 "enosys", (_BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | ENOSYS),
                 "eperm", (_BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | EPERM)]

@@ -302,14 +302,15 @@ def test_a_rank_cannot_change_another_process_s_limits(metadata):
     forms also refuse leases (which stall every other process's open of a file for 45 s), dnotify, io_uring (whose
     operations pass the filter unseen), the ioctls that write inode flags and generations (state on disk; noatime
     disarms the decoys), O_NOATIME, user namespaces and openat2 (its flags out of the filter's sight), larger pipes,
-    message queues, encryption policies, verity and MPTCP sockets; other fcntl commands, ioctls and sockets work."""
+    message queues, encryption policies, verity, MPTCP sockets and threads with file tables of their own; other fcntl
+    commands, ioctls, sockets and threads work."""
     code = f"""
 import os, resource
 from harness import syscalls
 syscalls.drop_capabilities()
 syscalls.deny(metadata={metadata})
 {ERRNO_OF}soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-import ctypes, fcntl, platform, socket, tempfile
+import ctypes, fcntl, platform, socket, tempfile, threading
 libc = ctypes.CDLL(None, use_errno=True)
 mq_open = 240 if platform.machine() == "x86_64" else 180
 handle, path = tempfile.mkstemp()
@@ -337,7 +338,11 @@ print(errno_of(lambda: resource.prlimit(os.getppid(), resource.RLIMIT_NOFILE, (1
       errno_of(lambda: fcntl.ioctl(folder, 0x800C6613, bytearray(12))),            # FS_IOC_SET_ENCRYPTION_POLICY
       errno_of(lambda: fcntl.ioctl(fd, 0x40806685, bytearray(128))),               # FS_IOC_ENABLE_VERITY
       errno_of(lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262).close()),   # IPPROTO_MPTCP
-      errno_of(lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM, 0).close()))
+      errno_of(lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM, 0).close()),
+      0 if libc.unshare(0x400) == 0 else ctypes.get_errno(),                          # CLONE_FILES
+      # a thread (CLONE_VM | CLONE_SIGHAND | CLONE_THREAD) without CLONE_FILES: refused before it exists
+      0 if libc.syscall(56 if platform.machine() == "x86_64" else 220, 0x10900, 0, 0, 0, 0) >= 0 else ctypes.get_errno(),
+      threading.Thread(target=lambda: None).start() or 0)
 """
     before = resource.getrlimit(resource.RLIMIT_NOFILE)
     p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
@@ -346,9 +351,10 @@ print(errno_of(lambda: resource.prlimit(os.getppid(), resource.RLIMIT_NOFILE, (1
     # EPERM on the parent; its own limits, freely; no lease, no dnotify (EPERM), io_uring absent (ENOSYS); no
     # inode flags or generation written, no O_NOATIME, no user namespace (EPERM); openat2 absent (ENOSYS)
     # Nor pipes past the default size, message queues (root's per-user counts), encryption policies or verity.
-    # Nor MPTCP sockets (their queues are in no table the judge reads); TCP's are allowed.
+    # Nor MPTCP sockets (their queues are in no table the judge reads); TCP's are allowed. Nor a thread with a file
+    # table of its own (its descriptors hidden from the judge's counts); ordinary threads start.
     assert p.stdout.split() == ["1", "0", "0", "1", "1", "0", "0", "38", "1", "1", "0", "1", "1", "0", "1", "38",
-                                "1", "1", "1", "1", "1", "0"], p.stdout
+                                "1", "1", "1", "1", "1", "0", "1", "1", "0"], p.stdout
     assert resource.getrlimit(resource.RLIMIT_NOFILE) == before
 
 

@@ -46,6 +46,7 @@ EXPECTED = {
     "hides_sockets_in_a_backlog.py": ("tampering", "held more than 4096 sockets in their network namespace"),
     "queues_in_netlink.py": ("tampering", "the ranks' sockets queued more than 0.25 GiB"),
     "ends_its_first_thread.py": ("tampering", "the ranks' sockets queued more than 0.25 GiB"),
+    "own_file_table.py": ("runtime error", "a file table of its own refused (Operation not permitted)"),
     "disarms_the_decoys.py": ("runtime error", "noatime refused both ways"),
     "blames_the_harness.py": ("runtime error", "(it reported a harness error in run): the harness broke, not me"),
     # Under a user of its own a rank cannot open its command pipe for writing (the judge's, mode 0600); as root it

@@ -53,9 +53,7 @@ class Count:
                 self.devs.add(os.stat(path).st_dev)
             except OSError:
                 pass
-        # Read through a live thread: one whose first thread ended would show none (procs.live_view).
-        views = [v for v in map(procs.live_view, holders) if v is not None]
-        self.held = [f"{view}/{kind}" for view in views for kind in ("fd", "map_files")]
+        self.held = [(pid, kind) for pid in holders for kind in ("fd", "map_files")]
         self.held_it, self.held_fds, self.counted = None, False, set()
         self.files = self.sockets = 0
 
@@ -114,12 +112,21 @@ class Count:
         while self.held_it is None:
             if not self.held:
                 return False
-            path = self.held.pop()
-            try:
-                self.held_it = os.scandir(path)
-                self.held_fds = path.endswith("/fd")
-            except OSError:          # gone, or no map_files here
-                pass
+            pid, kind = self.held.pop()
+            # Through a live thread, found when it is read: a process whose first thread ended shows none of its own
+            # at /proc/PID (procs.live_view), and the thread found may end before its folder is read: another then.
+            for _ in range(8):
+                view = procs.live_view(pid)
+                if view is None:
+                    break
+                try:
+                    self.held_it = os.scandir(f"{view}/{kind}")
+                    self.held_fds = kind == "fd"
+                    break
+                except FileNotFoundError:        # that thread ended meanwhile
+                    continue
+                except OSError:                  # no map_files here
+                    break
         try:
             entry = next(self.held_it)
         except (StopIteration, OSError):

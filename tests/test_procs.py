@@ -236,6 +236,32 @@ def test_a_process_whose_first_thread_ended_is_read_through_a_live_one():
     assert procs.live_view(p.pid) is None
 
 
+GHOST_DISK = """import ctypes, os, sys, threading, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+fd = os.open(sys.argv[1], os.O_TMPFILE | os.O_RDWR, 0o600)
+assert libc.fallocate(fd, 1, 0, 64 << 20) == 0            # FALLOC_FL_KEEP_SIZE
+threading.Thread(target=time.sleep, args=(60,)).start()
+libc.syscall(60 if __import__("platform").machine() == "x86_64" else 93, 0)   # exit, this thread only
+"""
+
+
+def test_the_disk_count_sees_files_held_past_an_ended_first_thread(tmp_path):
+    """A file in no folder held by a process whose first thread ended is still counted (harness/disk.py reads
+    through a live thread)."""
+    from harness import disk
+    p = subprocess.Popen([sys.executable, "-c", GHOST_DISK, str(tmp_path)])
+    try:
+        deadline = time.monotonic() + 30
+        while _state(p.pid) != "Z" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        why = disk.over([str(tmp_path)], cap=32 << 20, holders=[p.pid])
+        assert why and "(files in no folder too)" in why, why
+    finally:
+        p.kill()
+        p.wait()
+
+
 def test_cgroups_of_judges_that_are_gone_are_swept():
     """A judge killed before its end leaves its empty cgroups; the next run removes them, never a live judge's."""
     from harness import jail

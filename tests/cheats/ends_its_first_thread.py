@@ -1,7 +1,7 @@
 """Cheat (hide what it holds from the judge's counts): rank 0 hands its loop to a second thread and ends its first
 thread alone (the raw exit call, not exit_group). The process lives on, but /proc/PID then shows no descriptors,
 mappings or network of its own (the ended thread's view): a count read there would see nothing. The new thread then
-queues 320 MiB in netlink sockets (as tests/cheats/queues_in_netlink.py does). The judge reads through a live thread
+queues 320 MiB in UDP sockets' receive queues, unread. The judge reads through a live thread
 (procs.live_view) and fails the group past sockets.QUEUED_CAP."""
 import ctypes
 import platform
@@ -12,26 +12,25 @@ import time
 
 import reference
 
-NETLINK_USERSOCK, WANT = 2, 320 << 20
+WANT = 320 << 20
 EXIT = {"x86_64": 60, "aarch64": 93}
 held = []
 
 
 def _queue():
-    sender = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_USERSOCK)
-    sender.bind((0, 0))
+    sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     held.append(sender)
     queued = 0
     while queued < WANT and len(held) < 1000:
-        r = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_USERSOCK)
-        r.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 20)
-        r.bind((0, 0))
+        r = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        r.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 20)      # the kernel holds it to rmem_max
+        r.bind(("127.0.0.1", 0))
         held.append(r)
-        while queued < WANT:
-            try:
-                queued += sender.sendto(b"\0" * 16 + b"q" * 60000, socket.MSG_DONTWAIT, r.getsockname())
-            except OSError:
-                break
+        before = queued
+        while queued < WANT and queued - before < (64 << 20):
+            sender.sendto(b"u" * 60000, r.getsockname())        # past a full queue the kernel drops, silently
+            queued += 60000
+        queued = before + min(queued - before, r.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) // 2)
 
 
 def _first_thread_ended():

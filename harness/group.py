@@ -73,7 +73,7 @@ class Group(Pipes, Holdings):
         self.procs, self.logs, self.fds, self.cmds, self.bufs, self.scratch = [], [], [], [], {}, []
         self.calls, self._arrived, self._limit, self._watch = 0, CLOCK(), STARTUP_S, disk.Watch()
         self.jail, self.shm, self.sysv, self.net, self.unfrozen = None, None, ipc.snapshot(), None, None
-        self.uid, self._sockets_at = None, 0.0
+        self.uid, self._counted_at = None, 0.0
         earlier = Group.spawned     # ranks were alive before this group's: they may have spent the ports
         addr, self.port = _free_port()
         Group.ports.add(self.port)

@@ -147,10 +147,8 @@ def _running(pid, limit=5.0):
     process, like a lock, would not return. False when the process is gone."""
     deadline = time.monotonic() + limit
     while True:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
+        state = procs.state(f"/proc/{pid}")
+        if state is None:
             return False
         if state not in "tT" or time.monotonic() > deadline:
             return True

@@ -6,7 +6,7 @@ group, and in steps while the judge waits for a `done`.
 
 The host class provides: `procs` (the ranks' Popen objects), `scratch`, `logs`, `shm` (None where ranks may not write
 /dev/shm), `uid` (the group's user or None), `net` (its network namespace or None: the host's), `jail` (its cgroup or
-None), `_watch` (a disk.Watch) and `_sockets_at` (when the next socket count is due)."""
+None), `_watch` (a disk.Watch) and `_counted_at` (when the next count of kills and sockets is due)."""
 import time
 
 from harness import disk, procs, sockets, users
@@ -19,17 +19,18 @@ class Holdings:
         own the names there that are its user's, and at any user the files there they hold open in no folder
         (disk.Watch: `now` a whole count, between calls; else a step of one, which never holds up the reading of a
         `done` for long)."""
-        self._memory()
+        # The cgroup's kills and the sockets are asked about as often as a count starts, not at every step.
+        due = now or time.monotonic() >= self._counted_at
+        if due:
+            self._counted_at = time.monotonic() + disk.Watch.EVERY_S
+            self._memory()
         why = self._watch.check(self._paths, now, self._holders, ["/dev/shm"] if self.shm is not None else [])
         if why:
             raise GroupFailed("tampering", f"the ranks {why}")
         # In a namespace of its own also while the judge waits (a count of its own sockets slows only its own call);
         # in the host's, whose tables another group could fill (TIME_WAIT), only between calls and at freezes.
-        due = self.net is not None and time.monotonic() >= self._sockets_at
-        if not self.procs or not (now or due):
-            return
-        self._sockets_at = time.monotonic() + disk.Watch.EVERY_S      # asked about as often as a count starts
-        self._sockets()
+        if due and self.procs and (now or self.net is not None):
+            self._sockets()
 
     def _sockets(self):
         """What the group's sockets hold (harness/sockets.py): in a network namespace of its own every socket there,

@@ -102,65 +102,42 @@ class Jail:
         return cls(path, name)
 
     def __init__(self, path, name):
-        self.path, self.pids, self.memory, self.memory_cap = path, None, None, None
-        self.tasks_capped = self._cap_tasks(name)
-        self._cap_memory(name)
+        self.path = path
+        # A cap on tasks (threads count) and on memory, in its cgroup2 group or in cgroup v1 groups of its own.
+        pids = self._cap("pids", "pids.max", PIDS_V1, "pids.max", name, MAX_TASKS)
+        self.pids, self.tasks_capped = (pids if isinstance(pids, str) else None), pids is not None
+        cap = memory_cap()
+        memory = self._cap("memory", "memory.max", MEMORY_V1, "memory.limit_in_bytes", name, cap)
+        self.memory, self.memory_cap = (memory if isinstance(memory, str) else None), (cap if memory else None)
+        # Swap counted with it, where the kernel accounts swap.
+        swap = os.path.join(self.path, "memory.swap.max") if memory is True else \
+            os.path.join(memory, "memory.memsw.limit_in_bytes") if memory else None
+        try:
+            if swap and os.path.exists(swap):
+                self._write(swap, "0" if memory is True else str(cap))
+        except OSError:
+            pass
 
-    def _enabled(self, controller):
-        """Whether cgroup2 gives this group `controller` (its parent enables it for its children)."""
-        return controller in _read(os.path.join(os.path.dirname(self.path), "cgroup.subtree_control")).split()
-
-    def _cap_tasks(self, name):
-        """A cap on the group's tasks (threads count) where the pids controller is there: in its cgroup2 group, else
-        in a cgroup v1 pids group of its own. False where neither is."""
-        if self._enabled("pids"):
+    def _cap(self, controller, v2_file, v1_root, v1_file, name, value):
+        """Write `value` as the group's limit of `controller`: True where cgroup2 gives the group the controller (its
+        parent enables it), else the path of a cgroup v1 group of its own under `v1_root`; None where neither is."""
+        if controller in _read(os.path.join(os.path.dirname(self.path), "cgroup.subtree_control")).split():
             try:
-                self._write(os.path.join(self.path, "pids.max"), str(MAX_TASKS))
+                self._write(os.path.join(self.path, v2_file), str(value))
                 return True
             except OSError:
                 pass
-        try:
-            self.pids = os.path.join(PIDS_V1, name)
-            os.mkdir(self.pids)
-        except OSError:
-            self.pids = None
-            return False
-        try:
-            self._write(os.path.join(self.pids, "pids.max"), str(MAX_TASKS))
-            return True
-        except OSError:
-            os.rmdir(self.pids)
-            self.pids = None
-            return False
-
-    def _cap_memory(self, name):
-        """The group's memory cap (memory_cap()), in its cgroup2 group where the parent enables the controller, else
-        in a cgroup v1 memory group of its own; none where neither is there."""
-        cap = memory_cap()
-        if self._enabled("memory"):
-            try:
-                self._write(os.path.join(self.path, "memory.max"), str(cap))
-                if os.path.exists(os.path.join(self.path, "memory.swap.max")):
-                    self._write(os.path.join(self.path, "memory.swap.max"), "0")
-                self.memory_cap = cap
-                return
-            except OSError:
-                pass
-        path = os.path.join(MEMORY_V1, name)
+        path = os.path.join(v1_root, name)
         try:
             os.mkdir(path)
         except OSError:
-            return
+            return None
         try:
-            self._write(os.path.join(path, "memory.limit_in_bytes"), str(cap))
+            self._write(os.path.join(path, v1_file), str(value))
         except OSError:
             os.rmdir(path)
-            return
-        try:          # swap counted with it, where the kernel accounts swap
-            self._write(os.path.join(path, "memory.memsw.limit_in_bytes"), str(cap))
-        except OSError:
-            pass
-        self.memory, self.memory_cap = path, cap
+            return None
+        return path
 
     def oom(self):
         """(kills, at its cap): how many of the group's processes the out-of-memory killer ended, and whether the group

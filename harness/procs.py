@@ -62,6 +62,16 @@ def unslow(pids):
                     pass
 
 
+def state(path):
+    """The state letter of the task whose /proc folder is `path` (R, S, T, Z, ...), or None where it is gone. The
+    command name before it may hold spaces and parentheses: the fields after its last ')' are fixed."""
+    try:
+        with open(f"{path}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
 def live_view(pid):
     """/proc's folder of a live thread of process `pid` (its first thread's, /proc/PID, while that one runs), or None
     where none runs. A process whose first thread ended while others run on is alive, but /proc/PID then shows
@@ -71,12 +81,7 @@ def live_view(pid):
     except OSError:
         return None
     for tid in sorted(tids, key=lambda t: t != str(pid)):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if state not in "ZXx":
+        if state(f"/proc/{pid}/task/{tid}") not in (None, "Z", "X", "x"):
             return f"/proc/{pid}" if tid == str(pid) else f"/proc/{pid}/task/{tid}"
     return None
 

@@ -7,7 +7,9 @@ process's queued ones, 161 ms alone: `results/h200/judge/gpu_lock_probe.py`). So
 is held by the driver's process lock (cuCheckpointProcessLock, CUDA 12.8+ drivers), which first completes the work
 the process submitted, then blocks its further CUDA calls until the judge unlocks it just before the rank's next
 `go`. Work still queued HOLD_S after a call is the rank's tampering. The driver refuses to lock a process with
-CUPTI loaded (CUresult 801): such a rank (a profiled group's; a solution that loads CUPTI itself) is not held.
+CUPTI loaded (CUresult 801), so a profiled group's ranks are not held (the judge does not ask); any other rank whose
+lock is refused, for that or any reason, could queue work between its calls that runs beside another solution's:
+tampering (tests/cheats_gpu/loads_cupti.py).
 
 A lock of a process that has stopped itself does not return, its timeout or not, so the judge asks a helper
 process of its own (`python -m harness.hold`, which only loads the driver) and waits with a deadline; a helper that
@@ -25,6 +27,7 @@ HOLD_S = 5.0          # a rank's queued GPU work must be done this long after it
 ANSWER_S = 10.0       # beyond the lock's own timeout: a helper that has not answered is stuck
 START_S = 60.0
 NOT_READY = 600       # CUDA_ERROR_NOT_READY: the lock's timeout passed with work still running
+CUPTI = 801           # CUDA_ERROR_NOT_SUPPORTED: the answer to a lock of a process with CUPTI loaded
 
 
 class _LockArgs(ctypes.Structure):
@@ -58,7 +61,7 @@ class Hold:
     def __init__(self, command=None):
         """command: the helper's command line (a test's stand-in); default `python -m harness.hold`."""
         self.command = command or [sys.executable, "-m", "harness.hold"]
-        self.proc, self.unsupported, self.locked, self.refused = None, None, set(), 0
+        self.proc, self.unsupported, self.locked = None, None, set()
 
     def start(self):
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -99,8 +102,8 @@ class Hold:
 
     def hold(self, pids, seconds=HOLD_S):
         """Lock each pid's CUDA once its queued work is done; None, or (index, why) of the first whose work was
-        still running after `seconds` (or whose lock did not return). A process the driver refuses to lock (one with
-        CUPTI loaded: the profiler) is left running, and counted in `refused`."""
+        still running after `seconds`, whose lock did not return or was refused (CUPTI loaded: the caller asks for
+        no hold where the profiler runs)."""
         for i, pid in enumerate(pids):
             r = self._ask(f"lock {pid} {int(seconds * 1000)}\n", seconds + ANSWER_S)
             if self.unsupported:
@@ -111,9 +114,10 @@ class Hold:
                            if r == NOT_READY else
                            "the driver's lock of its CUDA did not return (a process that stops itself cannot be locked)")
             if r:
-                self.refused += 1
-            else:
-                self.locked.add(pid)
+                self.locked -= set(pids)
+                return i, (f"the driver refused to hold its CUDA between calls (CUresult {r}"
+                           + (": CUPTI, the profiler's library, loaded outside a profiled run)" if r == CUPTI else ")"))
+            self.locked.add(pid)
         return None
 
     def release(self, pids):

@@ -98,6 +98,20 @@ def test_a_rank_that_truncates_dev_shm_cannot_crash_the_judge(tmp_path):
     assert bad["f1x1"]["status"] == "runtime error" and "failed on purpose" in bad["f1x1"]["reason"], bad["f1x1"]
 
 
+@cuda
+def test_a_rank_that_loads_cupti_fails_before_its_gpu_work_can_outlast_its_call(tmp_path):
+    """The driver's process lock refuses a process with CUPTI loaded; outside a profiled run that rank could queue
+    work between its calls to run beside another solution's: its group fails at its first hold, the solution beside
+    it passes."""
+    import os
+    cheat = os.path.join(os.path.dirname(__file__), "cheats_gpu", "loads_cupti.py")
+    p, report = _bench(tmp_path, "solutions/reference", cheat, workloads="f1x1,f5x1")
+    assert report["solutions"]["reference"]["workloads"]["f5x1"]["passed"], p.stderr[-3000:]
+    bad = report["solutions"]["loads_cupti"]["workloads"]["f1x1"]
+    print(f"\nloads_cupti: {bad['status']}: {bad['reason']}")
+    assert bad["status"] == "tampering" and "refused to hold its CUDA" in bad["reason"] and "CUPTI" in bad["reason"], bad
+
+
 QUEUES = r"""
 import sys, torch
 a = torch.randn(16384, 16384, device="cuda", dtype=torch.bfloat16)

@@ -7,8 +7,8 @@ GPUs the release bf16 decode, with the allowance widened by the release's own er
 each stored workload twice, the second time on latents the solution has seen, which must not run faster than the
 fresh calls of that shape beyond noise (bench's tolerance, runner.too_fast): the fastest of a timed shape's fresh
 draws, an untimed shape's call on unseen latents after its warm-up (a shape's first call may compile or autotune),
-never a process's first call; every call that sets that bar is verified in full (one checked in part could skip
-work to lower it). A call that looks too fast, or has no bar yet, gets a second look: two more unseen calls of its
+never a process's first call; every call is verified in full (one checked in part could be wrong in the rest, or skip
+work to lower the bar). A call that looks too fast, or has no bar yet, gets a second look: two more unseen calls of its
 shape, verified in full, against which its own time is judged again (a machine that became quieter speeds them
 too; a solution can only slow them)."""
 import bounds
@@ -16,7 +16,7 @@ import spec
 from harness import checks, hardware, maps, report
 from harness.group import Group, GroupFailed
 from harness.inputs import Fresh
-from harness.runner import call_timeout, judged, too_fast
+from harness.runner import call_timeout, floored, judged, too_fast
 from harness.run import Run, excluded
 
 FRESH_LATENT_FRAMES = 2                              # the fresh clips: f5's shape (first chunk + one more)
@@ -55,9 +55,8 @@ class Gate:
 
     def plan(self, workloads, world):
         """[(check name, latent frames, case)] of one world, in order. A case is ("fresh", key) (verified in full),
-        ("warm", key) (first frames only: a shape's first call, which may autotune), ("unseen", key) (verified in
-        full: an untimed shape's speed on latents never seen, the bar for its stored calls: a call checked only in
-        part could skip work to lower it), ("stored", workload) or ("repeat", workload) (the same latents again: it
+        ("warm", key) (verified in full: a shape's first call, which may autotune, so never a bar), ("unseen", key)
+        (verified in full: an untimed shape's speed on latents never seen, the bar for its stored calls), ("stored", workload) or ("repeat", workload) (the same latents again: it
         must not be much faster)."""
         def frames(w):
             return spec.WORKLOADS[w].latent_frames
@@ -89,9 +88,7 @@ class Gate:
             return self.stored[key]
         self.fresh.give(key)
         z = self.fresh.draw(key, t)
-        if kind == "warm":
-            return (z, *self.fresh.prefix(z))
-        if kind == "unseen":        # used once: verified in full, not kept
+        if kind in ("warm", "unseen"):        # used once: verified in full, not kept
             return (z, *self.fresh.full(z, release=not self.cpu and not self.args.fp32))
         if key not in self.refs:
             self.refs[key] = self.fresh.full(z, release=not self.cpu and not self.args.fp32)
@@ -101,12 +98,7 @@ class Gate:
         z, ref, allow = case
         timeout = call_timeout(t, world, self.geometry, self.cpu, self.args.timeout_scale, first=first)
         call = judged(group, z, ref, allow, timeout, self.device, atlas=self.atlas, key=name)
-        problems = [] if call["status"] == "passed" else [(call["status"], call["reason"])]
-        why = bounds.impossible(call["time_s"], t, world, self.peaks, self.geometry)
-        if why:
-            problems.append(("impossible", why))
-        call["status"], call["reason"] = checks.worst(problems)
-        return call
+        return floored(call, t, world, self.peaks, self.geometry)
 
     def run(self, workloads):
         """Run the plan on `workloads` (those this machine can run)."""

@@ -189,9 +189,11 @@ class Group(Pipes, Holdings):
         self._hold("after its call")
 
     def _hold(self, when):
-        """Lock the ranks' CUDA until the next call (harness/hold.py); not where the profiler may run (CUPTI)."""
+        """Lock the ranks' CUDA until the next call (harness/hold.py; not where the profiler may run: CUPTI), then
+        count what the group keeps of the GPUs' memory, which it cannot grow until it is let go."""
         hold = None if self.profiling else getattr(self.run, "hold", None)
         _failed(hold and hold.hold([p.pid for p in self.procs]), f" {when}")
+        self._gpu_memory(when)
 
     def _release(self):
         hold = getattr(self.run, "hold", None)     # it unlocks only the pids it holds

@@ -23,7 +23,8 @@ import time
 
 from harness import procs
 
-HOLD_S = 5.0          # a rank's queued GPU work must be done this long after its call (an honest rank's: none)
+HOLD_S = 1.0          # a rank's queued GPU work must be done this long after its call (an honest rank's: none; what
+                      # it queued runs before the next call, on a GPU it heats)
 ANSWER_S = 10.0       # beyond the lock's own timeout: a helper that has not answered is stuck
 START_S = 60.0
 NOT_READY = 600       # CUDA_ERROR_NOT_READY: the lock's timeout passed with work still running
@@ -105,6 +106,9 @@ class Hold:
         still running after `seconds`, whose lock did not return or was refused (CUPTI loaded: the caller asks for
         no hold where the profiler runs)."""
         for i, pid in enumerate(pids):
+            if procs.state(f"/proc/{pid}") in ("t", "T"):      # the judge has not frozen it: it stopped itself
+                self.locked -= set(pids)
+                return i, "it stopped itself after its call (a lock of a stopped process does not return)"
             r = self._ask(f"lock {pid} {int(seconds * 1000)}\n", seconds + ANSWER_S)
             if self.unsupported:
                 return None
@@ -140,7 +144,10 @@ class Hold:
     def close(self):
         if self.proc is not None:
             self.proc.kill()
-            self.proc.wait()
+            try:
+                self.proc.wait(timeout=ANSWER_S)
+            except subprocess.TimeoutExpired:       # stuck in the driver, beyond a kill: left, never waited on for ever
+                pass
             for f in (self.proc.stdin, self.proc.stdout):
                 f.close()
             self.proc = None

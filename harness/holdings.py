@@ -1,12 +1,13 @@
 """What a group holds, as the judge counts it (a mixin of harness/group.py's Group): its files on the disk and in
 /dev/shm, the open and mapped files and sockets its processes hold (harness/disk.py), what its sockets queue
-(harness/sockets.py), and the out-of-memory kills at or under its memory cap (harness/jail.py). A count over a cap,
+(harness/sockets.py), the out-of-memory kills at or under its memory cap (harness/jail.py), and what it keeps of the
+GPUs' memory (harness/gpumem.py). A count over a cap,
 or a kill at the cap, is the group's failure (GroupFailed); one is made between calls, at every freeze for another
 group, and in steps while the judge waits for a `done`.
 
 The host class provides: `procs` (the ranks' Popen objects), `scratch`, `logs`, `shm` (None where ranks may not write
 /dev/shm), `uid` (the group's user or None), `net` (its network namespace or None: the host's), `jail` (its cgroup or
-None), `_watch` (a disk.Watch) and `_counted_at` (when the next count of kills and sockets is due)."""
+None), `_watch` (a disk.Watch), `_counted_at` (when the next count of kills and sockets is due), `run` and `world`."""
 import time
 
 from harness import disk, procs, sockets, users
@@ -61,6 +62,23 @@ class Holdings:
                                                f"while the group was under its memory cap of "
                                                f"{disk.gib(self.jail.memory_cap)}: the host ran short of memory, not "
                                                f"this solution")
+
+    def _gpu_memory(self, when):
+        """Raise where the group, held, keeps more of a GPU's memory than its cap (harness/gpumem.py)."""
+        meter = getattr(self.run, "gpumem", None)
+        why = meter.over(self._holders(), self.world) if meter is not None and self.procs else None
+        if why:
+            raise GroupFailed("runtime error", f"{why} {when}")
+
+    def short_of_gpu_memory(self, err):
+        """The verdict on an out-of-memory error in the judge's own GPU work for this group's call: the group's where it
+        holds more than its cap, else the judge's."""
+        try:
+            self._gpu_memory("when the judge's checks of its call ran out of GPU memory")
+        except GroupFailed as failed:
+            return failed
+        return GroupFailed("harness error", f"the judge ran out of GPU memory while checking the call, with the group "
+                                            f"under its GPU memory cap: {str(err).splitlines()[0][:200]}")
 
     def _paths(self):
         """What the disk count walks: the scratch folders and logs, and under a user of its own its names in

@@ -3,14 +3,13 @@
 Timed calls get fresh latents: new draws of the data maker's latent statistics (data/synth.py) from a seed drawn
 when the run starts, kept in the judge and never written anywhere, so a solution can neither predict them nor have
 seen them in its process. Each is a source clip's worth of frames cut to the workload's length, as the stored
-clips are, so the two cannot be told apart by their statistics. Causality makes a cheap check of any of them: the
-first video frames depend only on the first latent frames, so the judge can check those alone in fp32 (`prefix`,
-the gate's warm-up calls); every other fresh call is checked in full (`full`)."""
+clips are, so the two cannot be told apart by their statistics. Every fresh call is checked in full (`full`): a call
+checked in part (a warm-up's first frames, say) could be wrong in the rest and still pass."""
 import secrets
 
 import spec
 
-PREFIX_LATENT_FRAMES = 2      # frames 1-5 of the video depend on latent frames 1-2 only
+SHORT_LATENT_FRAMES = 2       # clips of at most this many latent frames are checked against fp32 everywhere
 
 
 class Fresh:
@@ -52,16 +51,6 @@ class Fresh:
             self.weights = spec.load_weights(self.device, self.geometry)
         return self.weights
 
-    def prefix(self, z):
-        """(the fp32 decode of z's first latent frames as fp16 on the CPU, the allowance of that many frames)."""
-        import torch
-        import reference
-        t = min(PREFIX_LATENT_FRAMES, z.shape[2])
-        with torch.no_grad():
-            ref = reference.decode_fp32(z[:, :, :t].to(self.device), self._weights()).to(torch.float16).cpu()
-        clip = next(c for c, e in spec.CLIPS.items() if e["latent_frames"] == t)
-        return ref, self._allowance(z[:, :, :t], ref, clip)
-
     def _allowance(self, z, ref, clip):
         """The allowance of these latents: the task's rule (3x the release bf16 decode's error) on the release
         decode's error on them, where that is above the stored clip's (a draw's error varies, the tiny geometry's
@@ -76,7 +65,7 @@ class Fresh:
 
     def full(self, z, release=False):
         """(a reference video of all of z, its allowance): the fp32 decode with _allowance() (short clips) or the
-        stored clip's allowance; or, with `release` and more than PREFIX_LATENT_FRAMES latent frames, the release
+        stored clip's allowance; or, with `release` and more than SHORT_LATENT_FRAMES latent frames, the release
         bf16 decode with the stored clip's allowance plus that clip's bf16 error, which any video within the
         allowance of the fp32 decode meets (the triangle inequality; the stored clip's bf16 error stands for that
         of these latents, drawn from the same statistics). Short clips are decoded in fp32 either way (cheap): the
@@ -85,7 +74,7 @@ class Fresh:
         import reference
         clip = next(c for c, e in spec.CLIPS.items() if e["latent_frames"] == z.shape[2])
         allow = spec.allowance(clip, self.geometry)
-        short = z.shape[2] <= PREFIX_LATENT_FRAMES
+        short = z.shape[2] <= SHORT_LATENT_FRAMES
         with torch.no_grad():
             if not release or short:
                 ref = reference.decode_fp32(z.to(self.device), self._weights()).to(torch.float16).cpu()

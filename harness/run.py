@@ -12,6 +12,7 @@ import threading
 import spec
 from harness import disk, hardware, procs, sandbox, users
 from harness.buffers import Buffers
+from harness.gpumem import GpuMemory
 from harness.hold import Hold
 from harness import jail
 from harness.jail import Jail
@@ -62,6 +63,7 @@ class Run:
         self.hold = None if cpu else Hold()
         if self.hold is not None:
             self.hold.start()
+        self.gpumem = None if cpu else GpuMemory(self.gpus)
         exclude = excluded(isolation)
         jail.sweep()         # what judges killed before their end left behind
         if exclude is not None:
@@ -78,7 +80,7 @@ class Run:
             if not cpu:
                 own = hardware.device_nodes(self.gpus, self.minors) is not None
                 self.isolation += ", each group only its world's GPUs" + ("" if own else " (their nodes unknown)")
-                self.isolation += ", " + self.hold.describe()
+                self.isolation += ", " + self.hold.describe() + ", " + self.gpumem.describe()
             self.users = users.Users()
             self.isolation += ", a user per group" if self.users.why_not is None else \
                 f", ranks as the judge's user ({self.users.why_not})"

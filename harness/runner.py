@@ -64,18 +64,33 @@ def too_fast(seen, unseen, cpu, spread=0.0):
     return None
 
 
+def floored(call, latent_frames, world, peaks, geometry):
+    """`call` failed as impossible where its time is under the roofline's floor (bounds.impossible), a worse verdict
+    kept."""
+    why = bounds.impossible(call["time_s"], latent_frames, world, peaks, geometry)
+    if why:
+        earlier = [] if call["status"] == "passed" else [(call["status"], call["reason"])]
+        call["status"], call["reason"] = checks.worst(earlier + [("impossible", why)])
+    return call
+
+
 def judged(group, z, ref, allow, timeout, device, profile_call=False, atlas=None, key=None):
     """One call on latents z, judged in this process: {"time_s", "status", "reason", "figures", ...}.
     ref: the fp32 decode of z (fp16, CPU); allow: {"max_abs", "rms"}. With an atlas (harness/maps.py), a call whose
     figures fail (every call, with the atlas's `every`) is mapped from the same copy of out, kept under `key`, and
     its words are the record's `error_map`."""
-    seconds, read1, reports, problems, arrivals = group.call(z, timeout, profile=profile_call)
-    figs = checks.figures(read1, ref, device)
+    import torch
+    try:
+        seconds, read1, reports, problems, arrivals = group.call(z, timeout, profile=profile_call)
+        figs = checks.figures(read1, ref, device)
+        settled = group.settled(read1)
+    except torch.cuda.OutOfMemoryError as e:      # read 1 and the figures are the judge's work on the GPU
+        raise group.short_of_gpu_memory(e) from e
     problems = list(problems)
     status, reason = checks.judge(figs, allow)
     if status != "passed":
         problems.append((status, reason))
-    if not group.settled(read1):
+    if not settled:
         problems.append(("tampering", "out changed after done: a rank reported done before its work was finished"))
     group.quiet()
     error_map = atlas.take(key, read1, ref, device, allow, group.world) if atlas and atlas.wanted(status) else None
@@ -195,10 +210,7 @@ class Runner:
                 call.update(warmup=i < warmups, inputs=kind, clocks=self.sampler.stop(),
                             second_look=bool(looks.get(sol["name"])),
                             reference="fp32" if kind != "fresh" or self.cpu else "release bf16")
-                why = bounds.impossible(call["time_s"], t, world, self.peaks, self.geometry)
-                if why:
-                    earlier = [] if call["status"] == "passed" else [(call["status"], call["reason"])]
-                    call["status"], call["reason"] = checks.worst(earlier + [("impossible", why)])
+                floored(call, t, world, self.peaks, self.geometry)
                 rec["calls"].append(call)
                 spent[sol["name"]] += call["time_s"]
                 progress.advance(task)
@@ -224,7 +236,9 @@ class Runner:
                     rec.update(verdict or {})
                     active.remove(sol)
                     if self.args.profile and rec["passed"]:
-                        self.profile_call(sol, world, workload, rec, *stored)
+                        key = f"{workload}/{self.solutions.index(sol)}/profile"
+                        self.fresh.give(key)
+                        self.profile_call(sol, world, workload, rec, *self.fresh.checked(key, t))
         progress.remove_task(task)
         self.fresh.forget()
         for name, rec in records.items():
@@ -236,7 +250,8 @@ class Runner:
         return records
 
     def profile_call(self, sol, world, workload, rec, z, ref, allow):
-        """One more call (checked, not counted) under the profiler with the named scopes on. Each rank's trace is
+        """One more call (checked, not counted) under the profiler with the named scopes on, on fresh latents (on the
+        stored ones, seen by then, it could be a replay) and held to the roofline's floor. Each rank's trace is
         taken from where the judge put it (its scratch folder), capped (harness/disk.py); a trace that is missing,
         too large (alone, or with the solution's earlier ones: disk.TRACES_CAP), not a regular file or not a trace
         fails the solution's workload, and none of the call's traces is kept."""
@@ -247,6 +262,7 @@ class Runner:
         ranks = []
         try:
             call = judged(group, z, ref, allow, timeout, self.device, profile_call=True)
+            floored(call, z.shape[2], world, self.peaks, self.geometry)
             if call["status"] != "passed":   # checked as every call is: a decode wrong only when profiled fails
                 raise GroupFailed(call["status"], f"the profiled call: {call['reason']}")
             for r in range(world):

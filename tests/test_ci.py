@@ -155,6 +155,17 @@ def test_a_replay_on_an_untimed_clip_fails_without_the_audit(tiny_data, tmp_path
 
 
 @pytest.mark.slow
+def test_a_shapes_warm_up_is_checked_in_full(tiny_data, tmp_path):
+    """A shape's first call (the gate's warm-up) wrong past its first five video frames fails there: every call is
+    checked on its whole video."""
+    p, report, _ = gate(tiny_data, tmp_path, os.path.join(CHEATS, "wrong_on_first_call.py"), "--workloads", "f17x1",
+                        "--no-audit")
+    fails = failures(report)
+    assert fails["warm-up f17 x1"][0] == "incorrect" and "max|d|" in fails["warm-up f17 x1"][1], fails
+    assert p.returncode == 1, fails
+
+
+@pytest.mark.slow
 def test_a_shapes_slow_first_call_is_no_floor_for_its_repeats(tiny_data, tmp_path):
     """An untimed shape's warm-up (its first call: compiles, autotunes) is not the speed of unseen latents: the
     stored and repeated calls after it, 0.5 s faster, pass."""

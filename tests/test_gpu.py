@@ -112,6 +112,20 @@ def test_a_rank_that_loads_cupti_fails_before_its_gpu_work_can_outlast_its_call(
     assert bad["status"] == "tampering" and "refused to hold its CUDA" in bad["reason"] and "CUPTI" in bad["reason"], bad
 
 
+@cuda
+def test_a_group_that_keeps_the_gpus_memory_fails_and_the_judge_goes_on(tmp_path):
+    """A group that keeps nearly all of its GPU's memory past its call or prepare would make the judge's references
+    and checks run out: it fails at its cap (harness/gpumem.py), and the solution beside it passes."""
+    import os
+    cheat = os.path.join(os.path.dirname(__file__), "cheats_gpu", "starves_the_judge.py")
+    p, report = _bench(tmp_path, "solutions/reference", cheat, workloads="f1x1,f5x1")
+    assert report["solutions"]["reference"]["workloads"]["f5x1"]["passed"], p.stderr[-3000:]
+    bad = report["solutions"]["starves_the_judge"]["workloads"]["f1x1"]
+    print(f"\nstarves_the_judge: {bad['status']}: {bad['reason']}\nisolation: {report['environment']['isolation']}")
+    assert bad["status"] == "runtime error" and "more than a group's cap" in bad["reason"] and \
+        bad["reason"].endswith("after prepare"), bad
+
+
 QUEUES = r"""
 import sys, torch
 a = torch.randn(16384, 16384, device="cuda", dtype=torch.bfloat16)

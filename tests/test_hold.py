@@ -1,5 +1,6 @@
 """The judge's side of the GPU hold (harness/hold.py) against stand-in helpers: what each answer of the driver means,
 and a helper that never answers (a lock of a process that stopped itself) costs the deadline, not the run."""
+import os
 import sys
 import time
 
@@ -88,4 +89,23 @@ def test_the_helper_carries_the_judges_mark():
         h.start()
         assert procs.marked(h.proc.pid, procs.JUDGE_KEY, procs.mark_judge())
     finally:
+        h.close()
+
+
+def test_a_rank_that_stopped_itself_fails_without_a_lock_that_would_never_return():
+    import signal
+    import subprocess
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    h = _hold(unlock=0)          # a lock asked of this helper would never be answered
+    try:
+        os.kill(child.pid, signal.SIGSTOP)
+        while procs.state(f"/proc/{child.pid}") not in ("t", "T"):
+            time.sleep(0.01)
+        t0 = time.monotonic()
+        assert h.hold([child.pid]) == (0, "it stopped itself after its call (a lock of a stopped process does not "
+                                          "return)")
+        assert time.monotonic() - t0 < 1.0 and not h.locked
+    finally:
+        child.kill()
+        child.wait()
         h.close()

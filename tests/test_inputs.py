@@ -14,7 +14,7 @@ def test_fresh_allowance_admits_the_release_decode_of_the_draw(tiny_data, monkey
     monkeypatch.setattr(spec, "allowance", lambda clip, geometry=spec.FULL: {"max_abs": 1e-6, "rms": 1e-7})
     fresh = Fresh(spec.TINY, "cpu", seed=7)
     # On GPUs (release=True) a short clip is decoded in fp32 too: its own error decides there as well.
-    for t, make in ((1, lambda z: fresh.prefix(z)), (2, lambda z: fresh.full(z)),
+    for t, make in ((1, lambda z: fresh.full(z)), (2, lambda z: fresh.full(z)),
                     (2, lambda z: fresh.full(z, release=True))):
         z = fresh.draw(f"k{t}", t)
         ref, allow = make(z)

@@ -62,6 +62,7 @@ PROFILE = {
     "trace_names_dev_zero.py": ("tampering", "not a regular file"),
     "trace_is_a_fifo.py": ("tampering", "not a regular file"),
     "wrong_when_profiled.py": ("incorrect", "the profiled call: max|d|"),
+    "replays_when_profiled.py": ("incorrect", "the profiled call: max|d|"),
 }
 
 

@@ -1,0 +1,62 @@
+"""What a group's processes hold of each GPU's memory, read by the judge through NVML, against a cap per group.
+
+The judge's own GPU work runs beside the groups' memory: the references of fresh latents (the release decode, about
+15 GiB at f481), read 1 of `out` and the figures. A group keeps what it allocated while it is frozen and held, so one
+that kept nearly a whole GPU would make that work run out of memory, and the run would end for every solution
+(tests/cheats_gpu/starves_the_judge.py). So once its CUDA is held after prepare and after each call (it can then
+allocate nothing until its next call), a group may hold at most 1/GPU_SHARE of each GPU's memory; and an
+out-of-memory error in the judge's work for one call is that group's failure where it holds more than that, else the
+judge's. With more than GPU_SHARE - 1 groups at their caps, the judge's share is not left; the README says so."""
+from harness import disk
+
+GPU_SHARE = 4
+
+
+class GpuMemory:
+    """NVML's view of the GPUs named by `uuids` (the run's CUDA order); `why_not` says why there is none."""
+
+    def __init__(self, uuids):
+        self.handles, self.totals, self.why_not = [], [], None
+        try:
+            import pynvml
+            pynvml.nvmlInit()
+            self.nvml = pynvml
+            for u in uuids:
+                h = pynvml.nvmlDeviceGetHandleByUUID(u)
+                self.handles.append(h)
+                self.totals.append(pynvml.nvmlDeviceGetMemoryInfo(h).total)
+        except Exception as e:          # no package, no library, no driver: nothing is capped, and the line says so
+            self.handles, self.why_not = [], f"no NVML: {type(e).__name__}"
+
+    def cap(self, gpu):
+        return self.totals[gpu] // GPU_SHARE
+
+    def held(self, pids, gpus):
+        """[bytes of GPU g that processes `pids` hold, for g in range(gpus)]; None where NVML does not say (a
+        platform that hides the processes' use)."""
+        n, pids, out = self.nvml, set(pids), []
+        for h in self.handles[:gpus]:
+            used = 0
+            for p in n.nvmlDeviceGetComputeRunningProcesses(h):
+                if p.pid in pids:
+                    if p.usedGpuMemory is None:
+                        return None
+                    used += p.usedGpuMemory
+            out.append(used)
+        return out
+
+    def over(self, pids, gpus):
+        """None, or the words for the first GPU of `gpus` of which `pids` hold more than the cap."""
+        if self.why_not is not None:
+            return None
+        held = self.held(pids, gpus)
+        for g, used in enumerate(held or []):
+            if used > self.cap(g):
+                return (f"its processes held {disk.gib(used)} of GPU {g}'s memory, more than a group's cap of "
+                        f"{disk.gib(self.cap(g))} (1/{GPU_SHARE} of it: the judge's decodes and checks need the rest)")
+        return None
+
+    def describe(self):
+        if self.why_not is not None:
+            return f"GPU memory not capped ({self.why_not})"
+        return f"GPU memory at most {disk.gib(self.cap(0))} a group"

@@ -15,12 +15,14 @@ reachable by relative import (`from . import kernels`); the repository root is i
     cflags: [-O3]
     cuda_cflags: [-O3, --use_fast_math]
 
-Builds are cached per solution content and machine (torch, CUDA and the GPU's compute capability) under
-$WAN_BUILD_DIR (default ~/.cache/wan-vae-decode/build). bench.py builds once in a child process with a time limit
-before any rank starts, so a build failure is reported once for every rank and no rank waits on another's build.
+A solution's folder holds regular files and folders only (no links, FIFOs, sockets or devices), within the caps of
+harness/tree.py. Builds are cached per content (every file and folder of the solution's, hidden ones included, by
+path and bytes: a build reads what its sources include, whatever its name) and machine (torch, CUDA and the GPU's
+compute capability) under $WAN_BUILD_DIR (default ~/.cache/wan-vae-decode/build). bench.py builds once in a child
+process with a time limit before any rank starts, so a build failure is reported once for every rank and no rank
+waits on another's build.
 """
 import dataclasses
-import hashlib
 import importlib.machinery
 import importlib.util
 import inspect
@@ -35,10 +37,13 @@ import subprocess
 import sys
 import time
 
+from harness import tree
+
 ROOT = os.path.dirname(os.path.abspath(__file__))
 MANIFEST_MAX = 1 << 16     # bytes of solution.yml
+KEYS = ("name", "language", "extension", "sources", "cflags", "cuda_cflags", "ldflags")     # solution.yml's
+LIST_MAX, PATH_MAX = 1024, 4096      # entries of a list in solution.yml, characters of each
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")      # a solution's name: a file name and plain text
-SOURCE_SUFFIXES = (".py", ".cu", ".cuh", ".cpp", ".cc", ".c", ".h", ".hpp", ".yml", ".yaml")
 
 
 class SolutionError(Exception):
@@ -57,62 +62,40 @@ class Solution:
     module: object = None
 
 
-def source_files(path):
-    """Every source of a solution, sorted: the .py file itself, or the directory's sources (recursively)."""
-    if os.path.isfile(path):
-        return [os.path.abspath(path)]
-    out = []
-    for root, dirs, files in os.walk(path):
-        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "__pycache__")))
-        out += [os.path.join(root, f) for f in sorted(files) if f.endswith(SOURCE_SUFFIXES)]
-    return [os.path.abspath(p) for p in out]
-
-
-def content_hash(path):
-    h = hashlib.sha256()
-    base = path if os.path.isdir(path) else os.path.dirname(path)
-    for f in source_files(path):
-        h.update(os.path.relpath(f, base).encode() + b"\0")
-        with open(f, "rb") as fh:
-            h.update(fh.read() + b"\0")
-    return h.hexdigest()[:16]
-
-
 def describe(path):
     """The solution's name, entry file, manifest and content hash, without importing it."""
-    path = os.path.abspath(path)
+    try:
+        return _describe(os.path.abspath(path))
+    except tree.Refused as e:      # a file the solution may not hold, or too much of them
+        raise SolutionError(str(e)) from e
+
+
+def _describe(path):
     if os.path.isdir(path):
+        found = tree.solution_files(path)
         entry = os.path.join(path, "solution.py")
-        if not os.path.isfile(entry):
+        if entry not in found.files:
             raise SolutionError(f"{path}: a solution directory needs solution.py")
-    elif os.path.isfile(path) and path.endswith(".py"):
+    elif os.path.lexists(path) and path.endswith(".py"):
+        found = tree.solution_files(path)
         entry = path
     else:
         raise SolutionError(f"{path}: expected a directory with solution.py or a .py file")
     manifest = {}
-    yml = os.path.join(os.path.dirname(entry), "solution.yml")
-    if os.path.isdir(path) and os.path.isfile(yml):
+    yml = os.path.join(path, "solution.yml")
+    if yml in found.files:
         import yaml
-        with open(yml, "rb") as f:
-            raw = f.read(MANIFEST_MAX + 1)
-        if len(raw) > MANIFEST_MAX:
-            raise SolutionError(f"{yml}: more than {MANIFEST_MAX} bytes")
+        raw = tree.read_whole(yml, MANIFEST_MAX)
         try:
-            manifest = yaml.safe_load(raw.decode("utf-8")) or {}
+            manifest = yaml.safe_load(raw.decode("utf-8"))
         except UnicodeDecodeError as e:
             raise SolutionError(f"{yml}: not UTF-8 text ({e.reason} at byte {e.start})") from e
         except (yaml.YAMLError, RecursionError, ValueError) as e:
             raise SolutionError(f"{yml}: not valid YAML: {_shown(str(e))}") from e
-        if not isinstance(manifest, dict):
-            raise SolutionError(f"{yml}: expected a mapping of keys (name, language, sources, ...)")
-        unknown = set(manifest) - {"name", "language", "extension", "sources", "cflags", "cuda_cflags", "ldflags"}
-        if unknown:
-            raise SolutionError(f"{yml}: unknown keys {sorted(unknown)}")
-        if manifest.get("sources") and not manifest.get("extension"):
-            raise SolutionError(f"{yml}: `sources` need `extension`, the module name to build them into")
-    _check_manifest(manifest, yml, os.path.dirname(entry))
+        manifest = {} if manifest is None else manifest
+        _check_manifest(manifest, yml, path, found.files)
     return Solution(name=manifest.get("name", plain_name(path)), path=path, entry=entry, manifest=manifest,
-                    content_hash=content_hash(path))
+                    content_hash=tree.content_hash(path, found))
 
 
 def plain_name(path):
@@ -130,26 +113,39 @@ def _shown(value):
     return r.repr(value)
 
 
-def _check_manifest(manifest, yml, base):
-    """The manifest's values, which the judge puts into file names, console lines and the compiler's command line:
-    a name of plain characters, an importable extension name, sources inside the solution's folder, flags as
-    strings."""
+def _check_manifest(manifest, yml, base, files):
+    """The manifest's keys and values, which the judge puts into file names, console lines and the compiler's command
+    line: known keys, a name of plain characters, an importable extension name, sources that are files of the
+    solution's folder, flags as printable strings. `files`: the folder's regular files."""
+    if not isinstance(manifest, dict):
+        raise SolutionError(f"{yml}: expected a mapping of keys ({', '.join(KEYS)})")
+    unknown = [k for k in manifest if k not in KEYS]      # a key of another type (`1: one`) too
+    if unknown:
+        raise SolutionError(f"{yml}: unknown keys {_shown(unknown)}: expected only {', '.join(KEYS)}")
     name = manifest.get("name")
     if name is not None and not (isinstance(name, str) and NAME.fullmatch(name)):
         raise SolutionError(f"{yml}: `name` {_shown(name)}: expected 1 to 64 letters, digits, '_', '-' or '.', starting with "
                             f"a letter or a digit")
+    language = manifest.get("language")
+    if language is not None and not (isinstance(language, str) and NAME.fullmatch(language)):
+        raise SolutionError(f"{yml}: `language` {_shown(language)}: expected a word (python, triton, cuda or cpp)")
     ext = manifest.get("extension")
     if ext is not None and not (isinstance(ext, str) and ext.isidentifier() and not keyword.iskeyword(ext)):
         raise SolutionError(f"{yml}: `extension` {_shown(ext)}: expected a Python identifier (the module's name)")
     for key in ("sources", "cflags", "cuda_cflags", "ldflags"):
         value = manifest.get(key, [])
-        if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
-            raise SolutionError(f"{yml}: `{key}`: expected a list of strings, got {_shown(value)}")
-    real = os.path.realpath(base)
+        if not (isinstance(value, list) and len(value) <= LIST_MAX and
+                all(isinstance(v, str) and 0 < len(v) <= PATH_MAX and v.isprintable() for v in value)):
+            raise SolutionError(f"{yml}: `{key}`: expected a list of strings (at most {LIST_MAX}, each of 1 to "
+                                f"{PATH_MAX} printable characters), got {_shown(value)}")
+    if manifest.get("sources") and not ext:
+        raise SolutionError(f"{yml}: `sources` need `extension`, the module name to build them into")
     for src in manifest.get("sources", []):
-        full = os.path.realpath(os.path.join(base, src))
-        if os.path.isabs(src) or os.path.commonpath([real, full]) != real:
+        full = os.path.normpath(os.path.join(base, src))
+        if os.path.isabs(src) or not full.startswith(base + os.sep):
             raise SolutionError(f"{yml}: source {_shown(src)} is not inside the solution's folder {base}")
+        if full not in files:
+            raise SolutionError(f"{yml}: source {_shown(src)}: expected a file of the solution's folder")
 
 
 def _machine_tag():
@@ -174,9 +170,14 @@ def build(solution, verbose=False):
     m = solution.manifest
     if not m.get("sources"):
         return None
-    if m["extension"] in sys.modules:
-        return sys.modules[m["extension"]]
     built = os.path.join(build_dir(solution), f"{m['extension']}.so")
+    loaded = sys.modules.get(m["extension"])
+    if loaded is not None:      # reused only if it is this build: another module of the name is not this solution's
+        if os.path.realpath(getattr(loaded, "__file__", None) or "/") == os.path.realpath(built):
+            return loaded
+        raise SolutionError(f"{solution.path}/solution.yml: `extension` {m['extension']!r}: a module of that name "
+                            f"is imported already ({getattr(loaded, '__file__', None) or 'built in'}), expected a "
+                            f"name of its own")
     if os.path.isfile(built):
         # Built already (the harness builds before any rank starts): import it without cpp_extension, which
         # writes lock files into the build folder, and a rank may not write there.

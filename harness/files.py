@@ -12,8 +12,7 @@ import tokenize
 
 import yaml
 
-import loader
-from harness import rules
+from harness import rules, tree
 
 PY_SUFFIX = (".py",)
 YML_SUFFIX = (".yml", ".yaml")
@@ -22,7 +21,7 @@ CPP_SUFFIX = (".cu", ".cuh", ".cpp", ".cc", ".c", ".h", ".hpp", ".cxx", ".hxx", 
 DOC_SUFFIX = (".md", ".txt", ".rst")
 DOC_NAMES = ("LICENSE", "LICENCE", "README", "NOTICE", "AUTHORS", ".gitignore")
 BIG_CONSTANT = 256 * 1024      # characters: a longer string or bytes constant is data, not code
-BIG_FILE = 2 * 1024 * 1024     # bytes: a longer source is data, not code
+BIG_FILE = tree.BIG_FILE       # bytes: a longer source is data, not code (and is read no further)
 _FLAG_OUTSIDE = re.compile(r"(^|[\s,=])(-include|-imacros|--pre-include|-fplugin|-specs|-B|-L|--library-path|"
                            r"-Wl,|-Xlinker|--linker-options|-ccbin|--compiler-bindir|-trigraphs|@)")
 
@@ -37,6 +36,8 @@ def is_solution(path):
 
 
 def is_inside(path, base):
+    if "\0" in path:       # no file's name (realpath would raise)
+        return False
     path, base = os.path.realpath(path), os.path.realpath(base)
     return path == base or path.startswith(base + os.sep)
 
@@ -90,42 +91,36 @@ class Solution:
         return self.units[rel]
 
     def read(self, f):
-        """The bytes of file f, or None (a finding) when it cannot be read; a source over BIG_FILE is a finding."""
+        """The bytes of file f, or None (a finding) when it cannot be read or is over BIG_FILE (read no further)."""
         try:
-            with open(f, "rb") as fh:
-                data = fh.read()
-            if len(data) > BIG_FILE:
-                self.unit_for(f).add(0, "unaudited-file", f"{len(data)} bytes: a source this large is data, not code")
-            return data
-        except OSError as e:
-            self.unit_for(f).add(0, "unaudited-file", f"cannot read: {e}")
+            data = tree.read(f, BIG_FILE)
+        except (tree.NotRegular, OSError) as e:
+            self.unit_for(f).add(0, "unaudited-file", f"cannot read: {e.strerror if isinstance(e, OSError) else e}")
             return None
+        if len(data) > BIG_FILE:
+            self.unit_for(f).add(0, "unaudited-file", f"more than {BIG_FILE} bytes: a source this large is data, "
+                                                      f"not code")
+            return None
+        return data
 
     def files(self):
         """Every file of the solution by kind: (python, yml, cpp, pyc, other), `other` being neither a source the
-        audit reads nor documentation. A superset of loader.source_files, the harness's own list."""
+        audit reads nor documentation. Listed by the walk that loader's content hash uses (harness/tree.py); what it
+        refuses (links, FIFOs, devices, sockets, past its caps) is a finding and never read."""
         path = self.path
         if os.path.isdir(path):
-            everything = []
-
-            def unlisted(error):
-                self.unit_for(error.filename).add(0, "unaudited-file", f"cannot be listed: {error.strerror}")
-
-            links = set()
-            for top, dirs, names in os.walk(path, onerror=unlisted):
-                # A link, hidden or not, is a finding and is not followed: what it names is outside what the audit
-                # reads (and may be what no solution may read, which the audit would print).
-                for name in dirs + names:
-                    if os.path.islink(os.path.join(top, name)):
-                        links.add(os.path.join(top, name))
-                        self.unit_for(os.path.join(top, name)).add(
-                            0, "unaudited-file", "a link, whose target the audit does not read")
-                dirs[:] = [d for d in dirs if os.path.join(top, d) not in links]
-                # Hidden folders are walked for links only, as loader.source_files skips them: nothing in them can be
-                # imported, and what is #include'd or listed in solution.yml from them is followed.
-                if not any(part.startswith(".") for part in os.path.relpath(top, path).split(os.sep) if part != "."):
-                    everything += [os.path.join(top, f) for f in names]
-            everything = sorted((set(everything) | set(loader.source_files(path))) - links)
+            found = tree.walk(path)
+            for f, what in found.odd:
+                self.unit_for(f).add(0, "unaudited-file", f"{what}, which the audit does not read: expected a "
+                                                          f"regular file or a folder")
+            for f, why in found.unlisted:
+                self.unit_for(f).add(0, "unaudited-file", f"cannot be listed: {why}")
+            if found.over:
+                self.unit_for(path).add(0, "unaudited-file", f"{found.over}: not every file is audited")
+            # Files in hidden folders are audited only where #include'd or listed in solution.yml: nothing in them can
+            # be imported (loader's hash covers them all the same).
+            everything = [f for f in found.files
+                          if not any(part.startswith(".") for part in os.path.relpath(f, path).split(os.sep)[:-1])]
         else:
             cache = os.path.join(self.base, "__pycache__")
             stem = os.path.splitext(os.path.basename(path))[0]
@@ -161,12 +156,12 @@ class Solution:
 def check_pyc(unit, pyc, source):
     """A .pyc the import system would load instead of its source must be that source, compiled."""
     try:
-        with open(pyc, "rb") as f:
-            data = f.read()
-        with open(source, "rb") as f:
-            src = f.read()
-    except OSError as e:
+        data, src = tree.read(pyc), tree.read(source)
+    except (tree.NotRegular, OSError) as e:
         unit.add(0, "unaudited-file", f"cannot read: {e}")
+        return
+    if len(data) > tree.BIG_FILE or len(src) > tree.BIG_FILE:
+        unit.add(0, "unaudited-file", f"bytecode or its source of more than {tree.BIG_FILE} bytes: not compared")
         return
     parts = os.path.basename(pyc).split(".")
     tag = parts[1] if len(parts) >= 3 else ""
@@ -211,7 +206,9 @@ def check_manifest(unit, code, folder, base, cpp):
     sources = manifest.get("sources") or []
     for source in sources if isinstance(sources, list) else [sources]:
         full = os.path.normpath(os.path.join(folder, str(source)))
-        if not is_inside(full, base):
+        if not (isinstance(source, str) and source.isprintable()):    # loader.describe refuses it too
+            unit.add(line_of(source), "unaudited-file", f"source {source!r} is not a plain path")
+        elif not is_inside(full, base):
             unit.add(line_of(source), "unaudited-file", f"source `{source}` lies outside the solution")
         elif os.path.isfile(full) and full not in cpp:
             cpp.append(full)

@@ -47,6 +47,22 @@ NARROW_PY = re.compile(r"(?i)(float8|fp8|float6|fp6|float4|fp4)(?!\d)|(?<![a-z0-
                        r"(float|double|half|bfloat16)2u?(int|ll|short|char)_r[nzdu]|" + _NARROW_COMMON)
 NARROW_TEXT = re.compile(r"(?i)(fp8|fp6|fp4|float8)(?!\d)|\bu?int8_t\b|__nv_fp|dp4a|dp2a|\.[su][48]\.[su][48]|\.b1\.b1|"
                          r"precision::(s4|u4|b1)|kind::i8|\bu?int[1-4]b_t\b|\bbin1_t\b|" + _NARROW_COMMON)
+# The same in C/C++/CUDA text (harness/cpp.py reads the arithmetic a regex cannot decide: floor/ceil with a scale,
+# clamps to a narrow range, integer casts). Integer dtypes of 8 bits or fewer by any spelling: `kChar` after
+# `using namespace torch`, `at::ScalarType::Byte`, `signed char`, CUDA's `char4`.
+CPP_NARROW_DTYPES = re.compile(r"\b(at|torch|c10|ScalarType)\s*::\s*(Q?U?Int8|QInt32|Char|Byte|QU?Int4x2|QU?Int2x4|"
+                               r"U?Int[1-7])\b|\bk(Q?U?Int8|QInt32|Char|Byte|QU?Int4x2|QU?Int2x4|U?Int[1-7])\b|"
+                               r"\bsigned\s+char\b|\b(make_)?u?char[1-4]\b")
+# Rounding to integers by any spelling, libtorch's as well as C's and CUDA's: the names nothing else uses wherever
+# they appear (a pointer to one rounds too), those a solution's own code may use for its own things (`round`,
+# `trunc`, `remainder`) when called in any form (`round(`, `std::round(`, `torch::round(`, `x.round(`,
+# `p->round_(`) or named through a scope (`&at::Tensor::round`, `using std::trunc`; not `std::chrono::round<ms>`).
+_ROUND_NAMES = (r"l?l?rint[fl]?|nearbyint[fl]?|l?l?round[fl]|l{1,2}round|frexp[fl]?|ldexp[fl]?|trunc[fl]|modf[fl]?|"
+                r"fmod[fl]?|remainder[fl]|remquo[fl]?|h2?rint|h2?trunc|floor_divide_?|bucketize|searchsorted|"
+                r"special_round|__(float|half|bfloat16|double)2u?(int|ll|short|char)_r[nzdu]")
+_ROUND_CALLED = r"round_?|rint_|trunc_?|remainder_?|fmod_|ldexp_"
+CPP_ROUNDING = re.compile(rf"\b({_ROUND_NAMES})\b|(?<![\w$])({_ROUND_CALLED})\s*\(|"
+                          rf"::\s*({_ROUND_CALLED})\b(?!\s*<)|(\.|->|::)\s*(frac|fix)_?\s*\(|\bcvt\.r[nzmp]i\b")
 # torch's private switches of the dispatcher and of function/dispatch modes, on any object.
 ATTR_PATTERN = re.compile(r"^_(dispatch_|set_torch_function|set_torch_dispatch|push_on_torch|pop_torch|"
                           r"enable_torch|disable_torch|python_dispatch)")
@@ -219,11 +235,9 @@ TABLE = (
                      "frac", "frac_",
                      "floor_divide", "floor_divide_", "remainder", "remainder_", "fmod", "fmod_"),
          cpp=(Cpp("text", NARROW_TEXT, "uses a number format narrower than bf16"),
-              Cpp("text", re.compile(r"\b(at|torch|c10|ScalarType)\s*::\s*(k?Q?U?Int8|kChar|kByte|Char|Byte|"
-                                     r"QU?Int4x2|QU?Int2x4)\b"), "uses an 8-bit integer dtype"),
-              Cpp("text", re.compile(calls(r"roundf?|rintf?|nearbyintf?|l?l?rintf?|l?l?roundf?|frexpf?|ldexpf?") +
-                                     r"|\b__(float|half|bfloat16|double)2u?(int|ll|short|char)_r[nzdu]\b|"
-                                     r"\bcvt\.r[nzmp]i\b"), "rounds values to integers (quantize/dequantize)")),
+              Cpp("text", CPP_NARROW_DTYPES, "uses an 8-bit integer dtype (or a narrower one)"),
+              Cpp("text", CPP_ROUNDING, "rounds values to integers (quantize/dequantize)"),
+              Cpp("text", re.compile(r"(?i)quantize"), "quantizes (libtorch's quantized tensors)")),
          notes={**dict.fromkeys(("round", "round_", "__round__", "rint", "nearbyint", "torch.round", "torch.round_",
                                  "torch.special.round", "numpy.round", "numpy.around", "numpy.rint"),
                                 "rounds to a coarse grid (quantize/dequantize), narrower than bf16"),
@@ -283,7 +297,7 @@ ROUNDING_CASTS = ("torch.int16", "torch.int32", "torch.int", "torch.short", "tri
 FLOORS = ("floor", "floor_", "ceil", "ceil_", "trunc", "trunc_", "fix", "fix_")
 DIVIDES = ("div", "div_", "divide", "divide_", "true_divide", "true_divide_")
 MULTIPLIES = ("mul", "mul_", "multiply", "multiply_")
-CLAMPS = ("clamp", "clamp_", "clip", "clip_")
+CLAMPS = ("clamp", "clamp_", "clip", "clip_", "clamp_min", "clamp_min_", "clamp_max", "clamp_max_")
 NARROW_RANGES = ((-128, 127), (-127, 127), (0, 255), (-8, 7), (-7, 7), (0, 15), (-448, 448), (-57344, 57344),
                  (-6, 6))
 NARROW_LIMITS = (127, 128, 255, 448, 57344)   # a lone clamp bound of these magnitudes names a narrow range too

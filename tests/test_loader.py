@@ -1,9 +1,19 @@
-"""loader.py: solutions by file or directory, relative imports, clear errors for missing or misspelt entries."""
+"""loader.py: solutions by file or directory, relative imports, clear errors for missing or misspelt entries; a build
+cache keyed by every file of the solution; a folder of regular files and folders only, read within caps."""
 import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
 
 import pytest
 
 import loader
+from harness import tree
+
+CHEATS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cheats")
+TWINS = [os.path.join(CHEATS, "shares_a_build", twin) for twin in ("honest", "evil")]
 
 
 def write(path, text):
@@ -59,6 +69,13 @@ def test_clear_errors(tmp_path, source, message):
     ("extension: ext\nsources: [../../outside.cpp]", "source '../../outside.cpp' is not inside"),
     ("extension: ext\nsources: [/etc/passwd]", "source '/etc/passwd' is not inside"),
     ("cflags: -O3", "`cflags`: expected a list of strings"),
+    ("1: one\nfoo: two", r"unknown keys \[1, 'foo'\]: expected only name, language"),
+    ("true: x", r"unknown keys \[True\]"),
+    ("language: [cpp]", r"`language` \['cpp'\]: expected a word"),
+    ('extension: ext\nsources: ["a\\0b.cpp"]', r"`sources`: expected a list of strings .*printable.*'a\\x00b.cpp'"),
+    ('cflags: ["-O3\\n-I/etc"]', "`cflags`: expected a list of strings"),
+    ("extension: ext\nsources: [missing.cpp]", "source 'missing.cpp': expected a file of the solution's folder"),
+    ("extension: ext\nsources: [.]", "source '.' is not inside"),
 ])
 def test_manifest_values_that_name_files_are_plain(tmp_path, line, message):
     """The judge makes file names (logs, the build folder) and console lines of them: a path or markup is refused
@@ -148,3 +165,130 @@ def test_a_build_that_fills_its_disk_fails_and_leaves_no_cache(tmp_path, monkeyp
     why = loader.build_in_child(cheat, timeout=600)
     assert why and "wrote more than" in why, why
     assert not os.path.exists(build)
+
+
+def test_a_manifest_with_keys_of_two_types_is_the_solutions_load_error():
+    """tests/cheats/mixes_manifest_keys: `1: one` beside `foo: two` is a SolutionError naming solution.yml and the keys
+    (ci: its load error, exit 2), never a TypeError from ordering them (ci: a harness error; bench: ended)."""
+    with pytest.raises(loader.SolutionError, match=r"mixes_manifest_keys/solution.yml: unknown keys \[1, 'foo'\]"):
+        loader.describe(os.path.join(CHEATS, "mixes_manifest_keys"))
+
+
+def test_twins_that_differ_in_an_included_file_get_build_folders_of_their_own(tmp_path, monkeypatch):
+    """tests/cheats/shares_a_build: two folders, the same but kern.inl (which ext.cpp includes, a name no source
+    list knows). Each gets its own content hash and build folder, so the gate cannot certify one twin's audit and run
+    the other's cached build. Every file counts, by path and bytes: hidden ones, bytecode, any name, an empty folder."""
+    monkeypatch.setenv("WAN_BUILD_DIR", str(tmp_path / "build"))
+    honest, evil = (loader.describe(t) for t in TWINS)
+    assert (honest.name, honest.manifest) == (evil.name, evil.manifest)
+    assert honest.content_hash != evil.content_hash and loader.build_dir(honest) != loader.build_dir(evil)
+    twin = tmp_path / "twin"
+    shutil.copytree(TWINS[0], twin)
+    first = loader.describe(str(twin)).content_hash
+    assert first == honest.content_hash          # by path and bytes: not by where the folder is
+    seen = {first}
+    for name in ("kern.inl", ".hidden/x.h", "sub/.x", "data.bin", "__pycache__/ext.s", "kern.inl.orig"):
+        write(twin / name, "#define FLAVOUR \"int8 codes\"\n")
+        seen.add(loader.describe(str(twin)).content_hash)
+    (twin / ".empty").mkdir()
+    seen.add(loader.describe(str(twin)).content_hash)
+    (twin / "kern.inl.orig").rename(twin / "kern.inl.old")     # the same bytes under another name
+    seen.add(loader.describe(str(twin)).content_hash)
+    assert len(seen) == 9, seen
+
+
+def _stop_after(seconds):
+    """A hang fails the test instead of stopping the run (a FIFO's open waits for a writer)."""
+    def stop(*_):
+        raise TimeoutError(f"still reading after {seconds} s")
+    signal.signal(signal.SIGALRM, stop)
+    signal.alarm(seconds)
+
+
+@pytest.mark.parametrize("make, name, what", [
+    (lambda p, out: os.mkfifo(p), "helper.py", "a FIFO"),
+    (lambda p, out: os.symlink("/dev/zero", p), "big.py", "a link"),
+    (lambda p, out: os.symlink(out, p), "kern.inl", "a link"),               # a regular file outside the folder
+    (lambda p, out: os.symlink(os.path.dirname(out), p), "lib", "a link"),   # a folder outside it
+    (lambda p, out: os.mkfifo(p), ".git/objects/x", "a FIFO"),               # hidden ones too
+    (lambda p, out: socket.socket(socket.AF_UNIX).bind(str(p)), "sub/s.sock", "a socket"),
+])
+def test_only_regular_files_and_folders_are_read(tmp_path, make, name, what):
+    """Any other entry of a solution's folder is a load error that names it and what was expected, raised before
+    anything reads it: a FIFO hung the judge's read, a link to /dev/zero read without end, a link elsewhere reaches
+    outside the folder. Built here: git stores no FIFO."""
+    outside = write(tmp_path / "secret.txt", "outside the solution\n")
+    folder = tmp_path / "x"
+    write(folder / "solution.py", "def run(z, weights, rank, world, pg, out):\n    pass\n")
+    (folder / name).parent.mkdir(parents=True, exist_ok=True)
+    make(folder / name, str(outside))
+    _stop_after(10)
+    try:
+        with pytest.raises(loader.SolutionError, match=f"x/{name}: {what}, expected a regular file"):
+            loader.describe(str(folder))
+    finally:
+        signal.alarm(0)
+
+
+def test_a_solution_file_that_is_not_a_regular_file_is_refused(tmp_path):
+    """A one-file solution given as a link or a FIFO, and a folder's solution.yml that is one, are refused unread."""
+    real = write(tmp_path / "real.py", "def run(z, weights, rank, world, pg, out):\n    pass\n")
+    os.symlink(real, tmp_path / "link.py")
+    os.mkfifo(tmp_path / "fifo.py")
+    write(tmp_path / "x" / "solution.py", real.read_text())
+    os.mkfifo(tmp_path / "x" / "solution.yml")
+    _stop_after(10)
+    try:
+        for bad, what in (("link.py", "a link"), ("fifo.py", "a FIFO"), ("x/solution.yml", "a FIFO")):
+            with pytest.raises(loader.SolutionError, match=f"{bad}: {what}, expected a regular file"):
+                loader.describe(str(tmp_path / bad.split("/")[0]))
+    finally:
+        signal.alarm(0)
+    with pytest.raises(tree.NotRegular, match="a FIFO"):     # the read itself checks too (an entry swapped since)
+        tree.read(str(tmp_path / "fifo.py"))
+    with pytest.raises(tree.NotRegular, match="a link"):
+        tree.read(str(tmp_path / "link.py"))
+
+
+def test_a_folder_past_the_caps_is_a_load_error(tmp_path, monkeypatch):
+    """Folders nested past DEPTH_CAP, more than ENTRIES_CAP entries, more than TOTAL_CAP bytes or a file of more than
+    BIG_FILE: a load error saying which cap, never a crash (a recursive walk, a path past PATH_MAX) or a read
+    without bound."""
+    folder = tmp_path / "x"
+    write(folder / "solution.py", "def run(z, weights, rank, world, pg, out):\n    pass\n")
+    assert loader.describe(str(folder))
+    deep = folder / os.path.join(*["d"] * (tree.DEPTH_CAP + 1))
+    deep.mkdir(parents=True)
+    with pytest.raises(loader.SolutionError, match=f"folders nested more than {tree.DEPTH_CAP} deep"):
+        loader.describe(str(folder))
+    shutil.rmtree(folder / "d")
+    for k in range(30):
+        write(folder / "many" / f"{k}.txt", "")
+    monkeypatch.setattr(tree, "ENTRIES_CAP", 20)
+    with pytest.raises(loader.SolutionError, match="more than 20 files and folders"):
+        loader.describe(str(folder))
+    monkeypatch.setattr(tree, "ENTRIES_CAP", 1000)
+    (folder / "big.bin").write_bytes(b"x" * (tree.BIG_FILE + 1))
+    with pytest.raises(loader.SolutionError, match=f"big.bin: more than {tree.BIG_FILE} bytes"):
+        loader.describe(str(folder))
+    monkeypatch.setattr(tree, "TOTAL_CAP", 1 << 20)
+    with pytest.raises(loader.SolutionError, match="more than 1 MiB of files"):
+        loader.describe(str(folder))
+
+
+@pytest.mark.slow
+def test_each_twin_runs_its_own_build(tmp_path, monkeypatch):
+    """tests/cheats/shares_a_build built and imported as a rank does (a process each): each twin imports the
+    extension built from its own kern.inl. In one process the second twin's extension, of the same name, is refused,
+    not taken for the first's."""
+    monkeypatch.setenv("WAN_BUILD_DIR", str(tmp_path / "build"))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)      # the fixture's hash stays as committed
+    for twin, flavour in zip(TWINS, ("as given", "int8 codes")):
+        assert loader.build_in_child(twin, timeout=600) is None
+        show = "import sys, loader; print(loader.load(sys.argv[1]).module.FLAVOUR)"
+        p = subprocess.run([sys.executable, "-B", "-c", show, twin], capture_output=True, text=True, cwd=loader.ROOT,
+                           timeout=300)
+        assert p.stdout.strip() == flavour, p.stderr[-2000:]
+    assert loader.load(TWINS[0]).module.FLAVOUR == "as given"
+    with pytest.raises(loader.SolutionError, match="`extension` 'wan_twin_ext': a module of that name is imported"):
+        loader.load(TWINS[1])

@@ -52,17 +52,22 @@ NARROW_TEXT = re.compile(r"(?i)(fp8|fp6|fp4|float8)(?!\d)|\bu?int8_t\b|__nv_fp|d
 # `using namespace torch`, `at::ScalarType::Byte`, `signed char`, CUDA's `char4`.
 CPP_NARROW_DTYPES = re.compile(r"\b(at|torch|c10|ScalarType)\s*::\s*(Q?U?Int8|QInt32|Char|Byte|QU?Int4x2|QU?Int2x4|"
                                r"U?Int[1-7])\b|\bk(Q?U?Int8|QInt32|Char|Byte|QU?Int4x2|QU?Int2x4|U?Int[1-7])\b|"
-                               r"\bsigned\s+char\b|\b(make_)?u?char[1-4]\b")
-# Rounding to integers by any spelling, libtorch's as well as C's and CUDA's: the names nothing else uses wherever
-# they appear (a pointer to one rounds too), those a solution's own code may use for its own things (`round`,
-# `trunc`, `remainder`) when called in any form (`round(`, `std::round(`, `torch::round(`, `x.round(`,
-# `p->round_(`) or named through a scope (`&at::Tensor::round`, `using std::trunc`; not `std::chrono::round<ms>`).
+                               r"\bq(u)?int(8|32|4x2|2x4)\b|\bsigned\s+char\b|\b(make_)?u?char[1-4]\b")
+# Rounding to integers by any spelling, libtorch's as well as C's, CUDA's and x86's: the names nothing else uses
+# wherever they appear (a pointer to one rounds too; `__builtin_` and `__nv_` spellings too), those a solution's own
+# code may use for its own things (`round`, `trunc`, `remainder`) when called in any form (`round(`,
+# `std::round(`, `torch::round(`, `x.round(`, `p->round_(`, `fast_round(`) or named through a scope
+# (`&at::Tensor::round`, `using std::trunc`; not `std::chrono::round<ms>`), its address taken (`&round`) or given
+# to a macro (`#define R round`, `-DR=round`).
 _ROUND_NAMES = (r"l?l?rint[fl]?|nearbyint[fl]?|l?l?round[fl]|l{1,2}round|frexp[fl]?|ldexp[fl]?|trunc[fl]|modf[fl]?|"
                 r"fmod[fl]?|remainder[fl]|remquo[fl]?|h2?rint|h2?trunc|floor_divide_?|bucketize|searchsorted|"
                 r"special_round|__(float|half|bfloat16|double)2u?(int|ll|short|char)_r[nzdu]")
 _ROUND_CALLED = r"round_?|rint_|trunc_?|remainder_?|fmod_|ldexp_"
-CPP_ROUNDING = re.compile(rf"\b({_ROUND_NAMES})\b|(?<![\w$])({_ROUND_CALLED})\s*\(|"
-                          rf"::\s*({_ROUND_CALLED})\b(?!\s*<)|(\.|->|::)\s*(frac|fix)_?\s*\(|\bcvt\.r[nzmp]i\b")
+CPP_ROUNDING = re.compile(rf"(?<![A-Za-z0-9$])({_ROUND_NAMES})\b|(?<![A-Za-z0-9$])({_ROUND_CALLED})\s*\(|"
+                          rf"::\s*({_ROUND_CALLED})\b(?!\s*<)|(\.|->|::)\s*(frac|fix)_?\s*\(|\bcvt\.r[nzmp]i\b|"
+                          r"\b_mm\d*_(round|roundscale|cvtt?\w*_epi(8|16|32|64))\w*|"
+                          rf"(&\s*|(#[ \t]*define[ \t]+\w+(\([^)\n]*\))?|-D\s*\w+(\([^)\n]*\))?=)[^\n]*?(?<![\w$.>:]))"
+                          rf"({_ROUND_CALLED}|frac_?|fix_?)\b")
 # torch's private switches of the dispatcher and of function/dispatch modes, on any object.
 ATTR_PATTERN = re.compile(r"^_(dispatch_|set_torch_function|set_torch_dispatch|push_on_torch|pop_torch|"
                           r"enable_torch|disable_torch|python_dispatch)")

@@ -1,7 +1,8 @@
 """audit.py's files: which files of a solution are read and as what (Python, C/C++/CUDA, solution.yml, bytecode,
 documentation), their text and size limits, the sources and include folders solution.yml and #include name, the
 files that are no source at all, and the solution's Python files as modules (`Modules`: `sol:N`, for imports
-between them). Every file's findings go to its `rules.Unit`, kept by `Solution`."""
+between them). Every file's findings go to its `rules.Unit`, kept by `Solution`. Files are listed and read through
+harness/tree.py, as the loader's: what is no regular file is a finding, never read."""
 import importlib.util
 import io
 import marshal

@@ -154,6 +154,6 @@ def content_hash(path, found):
     for f in found.folders:
         h.update(b"d" + os.fsencode(os.path.relpath(f, base)) + b"\0")
     for f in found.files:
-        data = read_whole(f)
+        data = read_whole(f, TOTAL_CAP)         # data too (the audit reads sources only to BIG_FILE)
         h.update(b"f" + os.fsencode(os.path.relpath(f, base)) + b"\0" + len(data).to_bytes(8, "little") + data)
     return h.hexdigest()[:16]

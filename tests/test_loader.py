@@ -251,9 +251,9 @@ def test_a_solution_file_that_is_not_a_regular_file_is_refused(tmp_path):
 
 
 def test_a_folder_past_the_caps_is_a_load_error(tmp_path, monkeypatch):
-    """Folders nested past DEPTH_CAP, more than ENTRIES_CAP entries, more than TOTAL_CAP bytes or a file of more than
-    BIG_FILE: a load error saying which cap, never a crash (a recursive walk, a path past PATH_MAX) or a read
-    without bound."""
+    """Folders nested past DEPTH_CAP, more than ENTRIES_CAP entries or more than TOTAL_CAP bytes: a load error saying
+    which cap, never a crash (a recursive walk, a path past PATH_MAX) or a read without bound. A file past the audit's
+    BIG_FILE is data: hashed whole."""
     folder = tmp_path / "x"
     write(folder / "solution.py", "def run(z, weights, rank, world, pg, out):\n    pass\n")
     assert loader.describe(str(folder))
@@ -268,9 +268,10 @@ def test_a_folder_past_the_caps_is_a_load_error(tmp_path, monkeypatch):
     with pytest.raises(loader.SolutionError, match="more than 20 files and folders"):
         loader.describe(str(folder))
     monkeypatch.setattr(tree, "ENTRIES_CAP", 1000)
-    (folder / "big.bin").write_bytes(b"x" * (tree.BIG_FILE + 1))
-    with pytest.raises(loader.SolutionError, match=f"big.bin: more than {tree.BIG_FILE} bytes"):
-        loader.describe(str(folder))
+    (folder / "big.bin").write_bytes(b"x" * (tree.BIG_FILE + 1))     # data past the audit's reach: hashed whole
+    hashed = loader.describe(str(folder)).content_hash
+    (folder / "big.bin").write_bytes(b"x" * tree.BIG_FILE + b"y")
+    assert loader.describe(str(folder)).content_hash != hashed
     monkeypatch.setattr(tree, "TOTAL_CAP", 1 << 20)
     with pytest.raises(loader.SolutionError, match="more than 1 MiB of files"):
         loader.describe(str(folder))

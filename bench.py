@@ -108,8 +108,8 @@ def plan(args, console, gpus, cpu):
 
 
 def describe(args, console, rank0):
-    """The solutions, described and built (in a locked-down child process with a time limit), or None after an
-    error."""
+    """The solutions, described and built (in a locked-down child process with a time limit); one that cannot be
+    described carries its `load_error`, and the others still run."""
     import loader
     from rich.text import Text
     from harness.run import excluded
@@ -117,9 +117,14 @@ def describe(args, console, rank0):
     for path in args.solutions:
         try:
             d = loader.describe(path)
-        except loader.SolutionError as e:
+        except loader.SolutionError as e:       # that solution's failure: the others still run
             console.print(Text(report.quote(e, console.width), style="red"), soft_wrap=True)
-            return None
+            name = report.plain(os.path.basename(os.path.normpath(path)).removesuffix(".py"))[:64] or "solution"
+            if name in {s["name"] for s in solutions}:
+                name = f"{name}#{len(solutions)}"
+            solutions.append({"name": name, "path": os.path.abspath(path), "hash": None,
+                              "build_error": None, "load_error": report.plain(str(e)), "desc": None})
+            continue
         sol = {"name": d.name, "path": d.path, "hash": d.content_hash, "build_error": None, "desc": d}
         if d.manifest.get("sources") and rank0:
             console.print(f"building {d.name} ...")

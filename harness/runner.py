@@ -159,6 +159,9 @@ class Runner:
                    "passed": False, "reason": None, "allowance": stored[2], "calls": [], "samples_s": [],
                    "repeat_s": []}
             records[sol["name"]] = rec
+            if sol.get("load_error"):
+                rec.update(status="load error", reason=sol["load_error"])
+                continue
             if sol.get("build_error"):
                 rec.update(status="build error", reason=sol["build_error"])
                 continue

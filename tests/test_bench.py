@@ -394,3 +394,16 @@ def test_a_solutions_lines_never_start_where_the_judges_do(tiny_data, tmp_path):
     assert rec["status"] == "runtime error" and "(forged)" in rec["reason"], rec
     forged = [line for line in p.stdout.splitlines() if "(forged)" in line]
     assert forged and all(line.startswith(QUOTE[1:]) for line in forged), forged
+
+
+def test_a_solution_that_cannot_be_described_fails_alone(tiny_data, tmp_path):
+    """A malformed solution.yml (tests/cheats/mixes_manifest_keys: a key that is not text) is that solution's load
+    error; the solution beside it still runs and passes, and the JSON holds both (bench used to stop at the first)."""
+    out = tmp_path / "r.json"
+    p = bench(tiny_data, os.path.join(ROOT, "tests", "cheats", "mixes_manifest_keys"), "solutions/reference",
+              "--workloads", "f1x1", "--json", str(out))
+    report = json.loads(out.read_text())
+    bad = report["solutions"]["mixes_manifest_keys"]["workloads"]["f1x1"]
+    assert bad["status"] == "load error" and "solution.yml" in bad["reason"], bad
+    assert report["solutions"]["reference"]["workloads"]["f1x1"]["passed"], p.stdout[-2000:]
+    assert p.returncode == 1, p.stdout[-2000:]

@@ -21,8 +21,10 @@ What is read, and how (one module of harness/ each; the rules themselves are one
   formats and, when they look like C/C++ or PTX source (`;`, `{`, `#include`), by the C++ rules too.
 - C/C++/CUDA sources and headers by text (harness/cpp.py): line splices joined, `//` and `/* */` comments blanked
   (string literals kept, so PTX inside `asm("...")` is read), then regexes; the task's own `spec.RULES["file-io"]`
-  among them ("include" on `#include` names, "text" on the code). Quoted includes are followed: a header inside the
-  solution is audited whatever its suffix, one outside it is a finding.
+  among them ("include" on `#include` names, "text" on the code); then Python's numerics read from calls' arguments
+  (rounding in libtorch's method and function forms, floor/ceil with a scale, clamps to a narrow range, integer
+  casts). Includes are followed: every file of the solution an #include may name, through any include folder, is
+  audited whatever its suffix; one outside it is a finding.
 - `solution.yml`: the C++ rules over its text (a `-DX=fopen` macro), `sources` and flags that reach outside the
   solution. Every other file in the solution directory must be a source, documentation, or bytecode identical to
   its source's (harness/files.py).

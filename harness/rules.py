@@ -56,14 +56,14 @@ CPP_NARROW_DTYPES = re.compile(r"\b(at|torch|c10|ScalarType)\s*::\s*(Q?U?Int8|QI
 # Rounding to integers by any spelling, libtorch's as well as C's, CUDA's and x86's: the names nothing else uses
 # wherever they appear (a pointer to one rounds too; `__builtin_` and `__nv_` spellings too), those a solution's own
 # code may use for its own things (`round`, `trunc`, `remainder`) when called in any form (`round(`,
-# `std::round(`, `torch::round(`, `x.round(`, `p->round_(`, `fast_round(`) or named through a scope
+# `std::round(`, `torch::round(`, `x.round(`, `p->round_(`; not `single_round(`) or named through a scope
 # (`&at::Tensor::round`, `using std::trunc`; not `std::chrono::round<ms>`), its address taken (`&round`) or given
 # to a macro (`#define R round`, `-DR=round`).
 _ROUND_NAMES = (r"l?l?rint[fl]?|nearbyint[fl]?|l?l?round[fl]|l{1,2}round|frexp[fl]?|ldexp[fl]?|trunc[fl]|modf[fl]?|"
                 r"fmod[fl]?|remainder[fl]|remquo[fl]?|h2?rint|h2?trunc|floor_divide_?|bucketize|searchsorted|"
                 r"special_round|__(float|half|bfloat16|double)2u?(int|ll|short|char)_r[nzdu]")
 _ROUND_CALLED = r"round_?|rint_|trunc_?|remainder_?|fmod_|ldexp_"
-CPP_ROUNDING = re.compile(rf"(?<![A-Za-z0-9$])({_ROUND_NAMES})\b|(?<![A-Za-z0-9$])({_ROUND_CALLED})\s*\(|"
+CPP_ROUNDING = re.compile(rf"(?<![A-Za-z0-9$])({_ROUND_NAMES})\b|(?<![\w$])(__builtin_|__nv_)?({_ROUND_CALLED})\s*\(|"
                           rf"::\s*({_ROUND_CALLED})\b(?!\s*<)|(\.|->|::)\s*(frac|fix)_?\s*\(|\bcvt\.r[nzmp]i\b|"
                           r"\b_mm\d*_(round|roundscale|cvtt?\w*_epi(8|16|32|64))\w*|"
                           rf"(&\s*|(#[ \t]*define[ \t]+\w+(\([^)\n]*\))?|-D\s*\w+(\([^)\n]*\))?=)[^\n]*?(?<![\w$.>:]))"

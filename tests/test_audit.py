@@ -471,6 +471,21 @@ def test_headers_are_followed_whatever_their_suffix(tmp_path):
     assert [(f.file, f.rule) for f in report.findings] == [(os.path.join("detail", "impl.inc"), "file-io")]
 
 
+def test_includes_through_folders_the_audit_does_not_model_are_followed(tmp_path):
+    """A compiler finds `grid.txt` through `-isystem inc` (or nvcc's own folders), which the audit does not resolve:
+    every file of the solution whose path ends with an included name is read as C++, documentation and hidden
+    folders too."""
+    d = solution(tmp_path, {"solution.yml": "extension: ext\nsources: [k.cpp]\ncflags: [-isystem, inc, -iquote, .q]\n",
+                            "k.cpp": "#include <grid.txt>\n#include \"notes/README.md\"\n",
+                            "inc/grid.txt": "auto q = w.round();\n",
+                            ".q/notes/README.md": "float q = std::clamp(v, -127.f, 127.f);\n",
+                            "README.md": "Rounds with `x.round()`; not included, so documentation.\n"})
+    report = audit.audit(str(d))
+    assert sorted((f.file, f.rule) for f in report.findings) == [
+        (os.path.join(".q", "notes", "README.md"), "narrow-numerics"),
+        (os.path.join("inc", "grid.txt"), "narrow-numerics")], audit.format_report(report)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # The adversarial review's rules: each case names its rule and a phrase of the finding's reason.
 
@@ -528,6 +543,7 @@ REVIEW_FIRES = [
     ("narrow-numerics", "narrow format's range", "def f(x):\n    return x.clamp_(0, 255)"),
     ("narrow-numerics", "narrow format's range", "import numpy as np\ndef f(a):\n    return np.clip(a, -448.0, 448.0)"),
     ("narrow-numerics", "narrow format's range", "def f(x):\n    return x.clamp(max=127)"),
+    ("narrow-numerics", "narrow format's range", "def f(x):\n    return x.clamp_min(-128).clamp_max(127)"),
     ("narrow-numerics", "rounds values to integers", "SRC = '__global__ void k(float* x) { x[0] = rintf(x[0]); }'"),
     ("file-io", "touches files", "from torch.utils.data.datapipes.iter import FileOpener"),
     ("narrow-numerics", "floors a float", "def f(w, s):\n    return (w / s + 0.5) // 1 * s"),
@@ -620,6 +636,7 @@ REVIEW_QUIET = [
     "import torch\ndef f(x, idx, w):\n    y = torch.clamp(x, min=-1.0, max=1.0) + x.clamp(-1, 1) + x.clamp(min=0)\n"
     "    z = x.to(torch.bfloat16).to(torch.float32).floor()\n    return torch.div(idx, w, rounding_mode='floor')",
     "import torch\ny = torch.int32\nz = torch.iinfo\nb = torch.bool",
+    "def f(x, v):\n    return x.clamp_min(1e-12), v.clamp_max(1.0), x.clamp_min(0)",
     # integer index arithmetic: modulo and floor division by other numbers, dtype views among floats
     "import torch\ndef f(i, W, x):\n    return i % W, i // 2, (i + 1) % 2, x.view(torch.bfloat16), x.view(-1, 4)",
     "import torch\ndef f(n, s):\n    return (torch.arange(n) * s).long(), (torch.arange(n) * s).long() + 1",
@@ -653,6 +670,53 @@ REVIEW_CPP_FIRES = [
     ("8-bit integer dtype", "auto t = torch::kInt8;\n"),
     ("8-bit integer dtype", "auto t = at::kByte;\n"),
     ("8-bit integer dtype", "auto t = c10::ScalarType::QInt8;\n"),
+    # libtorch's rounding, the function and the method forms (hostile-h13/evil/cpp_round: `torch::round(f / scale)`
+    # passed), and the other spellings of C's and CUDA's
+    ("rounds values to integers", "auto q = torch::round(f / scale).clamp(-127, 127).mul(scale);\n"),
+    ("rounds values to integers", "at::Tensor q(const at::Tensor& w, double s) { return at::round(w / s) * s; }\n"),
+    ("rounds values to integers", "auto q = f.div(scale).round().mul(scale);\n"),
+    ("rounds values to integers", "void f(at::Tensor* w) { w->round_(); }\n"),
+    ("rounds values to integers", "auto r = &at::Tensor::round;\n"),
+    ("rounds values to integers", "using std::trunc;\n"),
+    ("rounds values to integers", "auto q = (w / s).trunc() * s;\n"),
+    ("rounds values to integers", "auto q = w - w.fmod(s);\n"),
+    ("rounds values to integers", "auto q = w - torch::remainder(w, s);\n"),
+    ("rounds values to integers", "auto i = torch::bucketize(w, grid);\n"),
+    ("rounds values to integers", "__device__ float q(float x) { return __builtin_rintf(x); }\n"),
+    ("rounds values to integers", "__device__ float q(float x) { return __nv_nearbyintf(x); }\n"),
+    ("rounds values to integers", "auto v = _mm256_round_ps(x, 0);\n"),
+    ("rounds values to integers", "#define SNAP round\nfloat f(float x) { return SNAP(x); }\n"),
+    # floor/ceil with a scale (Python's rule): libtorch's forms always, the scalar ones floored and scaled back
+    ("with a scale rounds to a coarse grid", "auto q = (w / s).floor().mul(s);\n"),
+    ("with a scale rounds to a coarse grid", "auto q = torch::floor(w * 16) / 16;\n"),
+    ("with a scale rounds to a coarse grid", "auto q = w.div(s).ceil_();\n"),
+    ("with a scale rounds to a coarse grid", "__device__ float q(float x, float s) {\n"
+                                             "    return floorf(x / s + 0.5f) * s;\n}\n"),
+    # clamps to a narrow format's range, in every form
+    ("narrow format's range", "auto q = w.clamp(-127, 127);\n"),
+    ("narrow format's range", "w.clamp_(-128, 127);\n"),
+    ("narrow format's range", "auto q = torch::clamp(w, 0, 255);\n"),
+    ("narrow format's range", "auto q = w.clamp_max(127);\n"),
+    ("narrow format's range", "auto q = w.clamp(c10::nullopt, 127.0);\n"),
+    ("narrow format's range", "float q = std::clamp(v, -127.f, 127.f);\n"),
+    ("narrow format's range", "__device__ float q(float v) { return fminf(fmaxf(v, -127.f), 127.f); }\n"),
+    ("narrow format's range", "float q = std::max(-128.0f, std::min(v, 127.0f));\n"),
+    # narrow dtypes by any spelling, and casts that round
+    ("8-bit integer dtype", "using namespace torch;\nauto q = w.to(kChar);\n"),
+    ("8-bit integer dtype", "auto q = w.to(torch::kInt8);\n"),
+    ("8-bit integer dtype", "__global__ void k(signed char* q) {}\n"),
+    ("8-bit integer dtype", "__global__ void k(char4* q) {}\n"),
+    ("8-bit integer dtype", "auto q = w.data_ptr<c10::qint8>();\n"),
+    ("16- or 32-bit integer type", "auto q = (w / s).to(torch::kInt16).to(torch::kBFloat16) * s;\n"),
+    ("16- or 32-bit integer type", "auto q = w.to(at::kInt);\n"),
+    ("integer cast of a quotient", "auto q = (w / s).to(torch::kLong).to(torch::kFloat) * s;\n"),
+    ("reinterprets a tensor's bits", "auto q = w.view(torch::kInt16).bitwise_and(-16).view(torch::kBFloat16);\n"),
+    ("rounded division scaled back", "auto q = at::div(w, s, \"floor\").mul(s);\n"),
+    ("added and subtracted rounds", "__device__ float q(float x) { return (x + 12582912.f) - 12582912.f; }\n"),
+    ("added and subtracted rounds", "__device__ float q(float x) { return (x + 0x1.8p23f) - 0x1.8p23f; }\n"),
+    ("added and subtracted rounds", "__device__ float q(float x) { float m = __int_as_float(0x4b400000); "
+                                    "return x + m - m; }\n"),
+    ("quantizes", "at::Tensor f(const at::Tensor& q) { return q.dequantize(); }\n"),
 ]
 
 
@@ -663,10 +727,38 @@ def test_review_cpp_narrow_numerics(tmp_path, phrase, source):
         audit.format_report(report)
 
 
-def test_review_cpp_near_miss_is_quiet(tmp_path):
-    report = audit_cpp(tmp_path, "int n = (a + b - 1) / b; float y = floorf(x); double c = std::ceil(n / 2.0);\n"
-                                 "auto t = torch::kBFloat16; auto u = at::kFloat;\n")
+REVIEW_CPP_QUIET = [
+    # integer and index arithmetic: floor/ceil on scalars not scaled back (Python's math.floor), integer division
+    "int n = (a + b - 1) / b; float y = floorf(x); double c = std::ceil(n / 2.0);\n"
+    "auto t = torch::kBFloat16; auto u = at::kFloat;\n",
+    "__device__ int src(int dst, float scale, int n) { return min((int)floorf((dst + 0.5f) * scale), n - 1); }\n",
+    "int64_t padded(int64_t n) { return static_cast<int64_t>(std::ceil(n / 64.0)) * 64 + (int)ceilf(n / 8.f) * 8; }\n",
+    "__global__ void k(int H) { int y = min(max((int)threadIdx.x - 1, 0), H - 1); int t = min(max(y, 0), 15); }\n",
+    "auto i = at::div(at::arange(n), 2, \"floor\"); auto j = at::arange(n, opts).to(torch::kLong);\n",
+    # the task's own clamps and epsilons, unscaled floors, casts among floats, views of shape
+    "auto y = x.clamp(-1, 1); auto r = v.clamp_min(1e-6).rsqrt(); auto z = std::clamp(v, -1.0f, 1.0f);\n"
+    "__device__ float c(float v) { return fminf(fmaxf(v, -1.f), 1.f); }\n",
+    "auto y = x.floor(); auto b = x.to(torch::kBFloat16).to(at::kFloat); auto v = x.view({-1, 4});\n",
+    "auto h = __float2bfloat16_rn(v); auto p = __floats2bfloat162_rn(a, b); auto f = __bfloat162float(h);\n",
+    # names that are not rounding: a loop's rounds, a remainder count, chrono, a size of 8 Mi, launch bounds
+    "for (int round = 0; round < 4; ++round) {} int remainder = n % 4; bool ok = a && round_trip;\n"
+    "#define N_ROUNDS 4\nauto ms = std::chrono::round<std::chrono::milliseconds>(d);\n",
+    "const int64_t kChunk = 8388608; int threads = std::min(n, 128); float m = std::numeric_limits<float>::max();\n",
+    "auto y = torch::upsample_nearest3d(x, {t, h, w}); namespace F = torch::nn::functional;\n",
+]
+
+
+@pytest.mark.parametrize("source", REVIEW_CPP_QUIET)
+def test_review_cpp_near_miss_is_quiet(tmp_path, source):
+    report = audit_cpp(tmp_path, source)
     assert report.ok, audit.format_report(report)
+
+
+def test_cpp_numerics_in_python_strings(tmp_path):
+    """C++ handed to a compiler as a Python string is read by the same rules, the arithmetic among them."""
+    report = audit_py(tmp_path, "SRC = 'torch::Tensor q(torch::Tensor w) { return w.clamp(-128, 127); }'\n")
+    assert any("source text in a string" in f.reason and "narrow format's range" in f.reason
+               for f in report.findings), audit.format_report(report)
 
 
 def test_review_reasons_name_the_task_rules():
@@ -677,9 +769,19 @@ def test_review_reasons_name_the_task_rules():
 
 @pytest.mark.parametrize("cheat, rule", [("cache_by_shape.py", "state"), ("low_precision.py", "narrow-numerics"),
                                          ("hooks_before_window.py", "monkeypatch"), ("private_ops.py", "private-name"),
-                                         ("unknown_module.py", "foreign-code"), ("waives_its_audit.py", "allowance")])
+                                         ("unknown_module.py", "foreign-code"), ("waives_its_audit.py", "allowance"),
+                                         ("rounds_in_cpp", "narrow-numerics")])
 def test_cheats_the_rules_catch(cheat, rule):
     assert rule in fired(audit.audit(os.path.join(ROOT, "tests", "cheats", cheat)))
+
+
+def test_an_int8_grid_in_libtorchs_cpp_is_narrow_numerics():
+    """tests/cheats/rounds_in_cpp: the grid is rounded in an .inl that ext.cpp includes, by `Tensor::round` and
+    `clamp(-127, 127)`; its Python is clean, so the C++ rules alone stop it."""
+    report = audit.audit(os.path.join(ROOT, "tests", "cheats", "rounds_in_cpp"))
+    assert [(f.file, f.line, f.rule) for f in report.findings] == [("grid.inl", 10, "narrow-numerics")], \
+        audit.format_report(report)
+    assert "rounds values to integers" in report.findings[0].reason
 
 
 def test_an_alias_of_itself_terminates(tmp_path):
@@ -767,6 +869,39 @@ def test_links_anywhere_are_findings_and_never_read(tmp_path):
     assert sorted((f.file, f.rule) for f in report.findings) == [(".b/out", "unaudited-file"),
                                                                 ("leak.py", "unaudited-file")]
     assert "123456789" not in json.dumps([vars(f) for f in report.findings], default=str)
+
+
+def test_what_is_no_regular_file_is_a_finding_and_never_read(tmp_path):
+    """A FIFO (which would hang a read), a link to /dev/zero (a read without end), a FIFO as a one-file solution's
+    bytecode, and a solution.yml source that is no path (a NUL) are findings, found at once; the twin of the build
+    cache (tests/cheats/shares_a_build) is found by its included kern.inl."""
+    import signal
+    d = solution(tmp_path, {"solution.yml": 'extension: ext\nsources: ["a\\0b.cpp"]\n'})
+    os.mkfifo(d / "helper.py")
+    os.symlink("/dev/zero", d / "big.py")
+    one = tmp_path / "one.py"
+    one.write_text(RUN)
+    (tmp_path / "__pycache__").mkdir()
+    os.mkfifo(tmp_path / "__pycache__" / f"one.{sys.implementation.cache_tag}.pyc")
+
+    def stop(*_):
+        raise TimeoutError("the audit still reads")
+    signal.signal(signal.SIGALRM, stop)
+    signal.alarm(10)
+    try:
+        report, single = audit.audit(str(d)), audit.audit(str(one))
+    finally:
+        signal.alarm(0)
+    assert sorted((f.file, f.rule, f.reason.split(",")[0]) for f in report.findings) == [
+        ("big.py", "unaudited-file", "a link"), ("helper.py", "unaudited-file", "a FIFO"),
+        ("solution.yml", "unaudited-file", "source 'a\\x00b.cpp' is not a plain path")]
+    assert [(f.file, f.reason) for f in single.findings] == [
+        (os.path.join("__pycache__", f"one.{sys.implementation.cache_tag}.pyc"),
+         "cannot read: a FIFO, expected a regular file")]
+    cheats = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cheats", "shares_a_build")
+    assert audit.audit(os.path.join(cheats, "honest")).ok
+    assert [(f.file, f.rule) for f in audit.audit(os.path.join(cheats, "evil")).findings] == [
+        ("kern.inl", "narrow-numerics")]
 
 
 def test_bytecode_must_match_its_source(tmp_path):

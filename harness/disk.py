@@ -8,7 +8,7 @@ import stat
 import subprocess
 import time
 
-from harness import procs
+from harness import procs, tree
 
 FILE_CAP = 2 << 30          # one file a rank writes (RLIMIT_FSIZE): its log, a trace, a scratch file
 DISK_CAP = 8 << 30          # a group's scratch folders and logs together
@@ -213,29 +213,24 @@ def copy_trace(src, dst, cap=FILE_CAP, kept=0):
     else:
         why = ""
     try:
-        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd, st = tree.open_regular(src)
     except FileNotFoundError:
         raise Refused("runtime error", f"no trace at {os.path.basename(src)} in the rank's scratch folder")
-    except OSError as e:     # ELOOP: a symbolic link in its place
-        raise Refused("tampering", f"the trace in the rank's scratch folder is not a regular file ({e.strerror})")
+    except (tree.NotRegular, OSError) as e:
+        why = e.strerror if isinstance(e, OSError) else e
+        raise Refused("tampering", f"the trace in the rank's scratch folder is not a regular file ({why})")
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise Refused("tampering", "the trace in the rank's scratch folder is not a regular file")
         if st.st_size > cap:
             raise Refused("runtime error", f"the trace is larger than {gib(cap)}{why} ({gib(st.st_size)})")
-        left = cap + 1          # a file still growing is cut off here and refused
+        size = 0
         with open(dst, "wb") as out:
-            while left > 0:
-                chunk = os.read(fd, min(left, 1 << 24))
-                if not chunk:
-                    break
+            for chunk in tree.chunks(fd, cap, 1 << 24):     # a file still growing is cut off past cap and refused
                 out.write(chunk)
-                left -= len(chunk)
-        if left <= 0:
+                size += len(chunk)
+        if size > cap:
             os.unlink(dst)
             raise Refused("runtime error", f"the trace is larger than {gib(cap)}{why}")
-        return cap + 1 - left
+        return size
     finally:
         os.close(fd)
 

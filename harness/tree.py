@@ -85,28 +85,40 @@ def walk(top):
     return out
 
 
-def read(path, cap=BIG_FILE):
-    """At most cap + 1 bytes of the regular file `path` (more than cap: the caller says so). Opened without
-    following a link or blocking (a FIFO), and checked before any read: NotRegular for anything but a regular file,
-    OSError where it cannot be opened."""
+def open_regular(path):
+    """(a read-only descriptor of the regular file `path`, its stat): opened without following a link or blocking (a
+    FIFO) and checked before any read: NotRegular for anything but a regular file, OSError where it cannot be
+    opened."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
         if e.errno == errno.ELOOP:      # O_NOFOLLOW's answer for a link
             raise NotRegular("a link, expected a regular file") from None
         raise
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise NotRegular(f"{kind(st.st_mode)}, expected a regular file")
+    return fd, st
+
+
+def chunks(fd, cap, size=1 << 20):
+    """The bytes of descriptor `fd` in pieces of at most `size`, at most cap + 1 of them in all (more than cap: the
+    caller says so; a file still growing is cut off there)."""
+    left = cap + 1
+    while left > 0:
+        part = os.read(fd, min(left, size))
+        if not part:
+            return
+        left -= len(part)
+        yield part
+
+
+def read(path, cap=BIG_FILE):
+    """At most cap + 1 bytes of the regular file `path` (more than cap: the caller says so); open_regular's errors."""
+    fd, _ = open_regular(path)
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise NotRegular(f"{kind(mode)}, expected a regular file")
-        parts, left = [], cap + 1
-        while left > 0:
-            part = os.read(fd, min(left, 1 << 20))
-            if not part:
-                break
-            parts.append(part)
-            left -= len(part)
-        return b"".join(parts)
+        return b"".join(chunks(fd, cap))
     finally:
         os.close(fd)
 

@@ -107,6 +107,14 @@ def plan(args, console, gpus, cpu):
     return [w for w in workloads if w not in skipped], skipped
 
 
+def _unique(name, solutions):
+    """`name`, or `name#k` with the first k that no solution before has (a folder may itself be named `x#1`)."""
+    taken, k, out = {s["name"] for s in solutions}, len(solutions), name
+    while out in taken:
+        out, k = f"{name}#{k}", k + 1
+    return out
+
+
 def describe(args, console, rank0):
     """The solutions, described and built (in a locked-down child process with a time limit); one that cannot be
     described carries its `load_error`, and the others still run."""
@@ -119,10 +127,8 @@ def describe(args, console, rank0):
             d = loader.describe(path)
         except loader.SolutionError as e:       # that solution's failure: the others still run
             console.print(Text(report.quote(e, console.width), style="red"), soft_wrap=True)
-            name = report.plain(os.path.basename(os.path.normpath(path)).removesuffix(".py"))[:64] or "solution"
-            if name in {s["name"] for s in solutions}:
-                name = f"{name}#{len(solutions)}"
-            solutions.append({"name": name, "path": os.path.abspath(path), "hash": None,
+            solutions.append({"name": _unique(loader.plain_name(path), solutions), "path": os.path.abspath(path),
+                              "hash": None,
                               "build_error": None, "load_error": report.plain(str(e)), "desc": None})
             continue
         sol = {"name": d.name, "path": d.path, "hash": d.content_hash, "build_error": None, "desc": d}
@@ -134,8 +140,7 @@ def describe(args, console, rank0):
                 console.print(Text(report.quote(f"{d.name}: build error: {sol['build_error']}", console.width),
                                    style="red"),
                               soft_wrap=True)
-        if sol["name"] in {s["name"] for s in solutions}:
-            sol["name"] = f"{sol['name']}#{len(solutions)}"
+        sol["name"] = _unique(sol["name"], solutions)
         solutions.append(sol)
     return solutions
 

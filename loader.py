@@ -123,14 +123,14 @@ def _check_manifest(manifest, yml, base, files):
     if unknown:
         raise SolutionError(f"{yml}: unknown keys {_shown(unknown)}: expected only {', '.join(KEYS)}")
     name = manifest.get("name")
-    if name is not None and not (isinstance(name, str) and NAME.fullmatch(name)):
+    if "name" in manifest and not (isinstance(name, str) and NAME.fullmatch(name)):       # `name:` (null) too
         raise SolutionError(f"{yml}: `name` {_shown(name)}: expected 1 to 64 letters, digits, '_', '-' or '.', starting with "
                             f"a letter or a digit")
     language = manifest.get("language")
-    if language is not None and not (isinstance(language, str) and NAME.fullmatch(language)):
+    if "language" in manifest and not (isinstance(language, str) and NAME.fullmatch(language)):
         raise SolutionError(f"{yml}: `language` {_shown(language)}: expected a word (python, triton, cuda or cpp)")
     ext = manifest.get("extension")
-    if ext is not None and not (isinstance(ext, str) and ext.isidentifier() and not keyword.iskeyword(ext)):
+    if "extension" in manifest and not (isinstance(ext, str) and ext.isidentifier() and not keyword.iskeyword(ext)):
         raise SolutionError(f"{yml}: `extension` {_shown(ext)}: expected a Python identifier (the module's name)")
     for key in ("sources", "cflags", "cuda_cflags", "ldflags"):
         value = manifest.get(key, [])

@@ -7,6 +7,8 @@ that kept nearly a whole GPU would make that work run out of memory, and the run
 allocate nothing until its next call), a group may hold at most 1/GPU_SHARE of each GPU's memory; and an
 out-of-memory error in the judge's work for one call is that group's failure where it holds more than that, else the
 judge's. With more than GPU_SHARE - 1 groups at their caps, the judge's share is not left; the README says so."""
+import os
+
 from harness import disk
 
 GPU_SHARE = 4
@@ -15,16 +17,21 @@ GPU_SHARE = 4
 class GpuMemory:
     """NVML's view of the GPUs named by `uuids` (the run's CUDA order); `why_not` says why there is none."""
 
-    def __init__(self, uuids):
+    def __init__(self, uuids, context=None):
+        """context: makes the judge's CUDA context on GPU 0 (NVML lists a process from its context on)."""
         self.handles, self.totals, self.why_not = [], [], None
         try:
             import pynvml
             pynvml.nvmlInit()
             self.nvml = pynvml
+            if context is not None:
+                context()
             for u in uuids:
                 h = pynvml.nvmlDeviceGetHandleByUUID(u)
                 self.handles.append(h)
                 self.totals.append(pynvml.nvmlDeviceGetMemoryInfo(h).total)
+            if not self._sees_the_judge():
+                self.why_not = "NVML lists no process of the judge's: another PID namespace"
         except Exception as e:          # no package, no library, no driver: nothing is capped, and the line says so
             self.handles, self.why_not = [], f"no NVML: {type(e).__name__}"
 
@@ -44,6 +51,12 @@ class GpuMemory:
                     used += p.usedGpuMemory
             out.append(used)
         return out
+
+    def _sees_the_judge(self):
+        """Whether NVML lists this process on GPU 0, where the judge holds its buffers: in a PID namespace other than
+        the driver's its pids are not ours, nothing would match, and every group would look empty."""
+        mine = os.getpid()
+        return any(p.pid == mine for p in self.nvml.nvmlDeviceGetComputeRunningProcesses(self.handles[0]))
 
     def over(self, pids, gpus):
         """None, or the words for the first GPU of `gpus` of which `pids` hold more than the cap."""

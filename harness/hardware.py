@@ -57,6 +57,12 @@ def cuda_uuids():
     return [f"GPU-{torch.cuda.get_device_properties(i).uuid}" for i in range(torch.cuda.device_count())]
 
 
+def cuda_context():
+    """Make this process's CUDA context on GPU 0 (a kernel run there)."""
+    import torch
+    torch.ones(1, device="cuda:0").sum().item()
+
+
 def minors(proc="/proc/driver/nvidia/gpus"):
     """{UUID: the minor number of its /dev/nvidiaN} from the driver's table; {} where it cannot be read."""
     out = {}

@@ -89,7 +89,8 @@ def page(folder, title, sections):
             f"<style>{STYLE}</style><script>{SCRIPT}</script></head>\n<body><h1>{esc(title)}</h1>\n"
             + "\n".join(sections) + "\n</body></html>\n")
     path = os.path.join(folder, "index.html")
-    with open(path + ".tmp", "w") as f:
+    # A solution's path may hold bytes that are no UTF-8 (surrogate escapes): shown escaped, never a crash.
+    with open(path + ".tmp", "w", encoding="utf-8", errors="backslashreplace") as f:
         f.write(text)
     os.replace(path + ".tmp", path)
     return path

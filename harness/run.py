@@ -63,7 +63,7 @@ class Run:
         self.hold = None if cpu else Hold()
         if self.hold is not None:
             self.hold.start()
-        self.gpumem = None if cpu else GpuMemory(self.gpus)
+        self.gpumem = None if cpu else GpuMemory(self.gpus, context=hardware.cuda_context)
         exclude = excluded(isolation)
         jail.sweep()         # what judges killed before their end left behind
         if exclude is not None:

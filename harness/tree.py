@@ -168,4 +168,4 @@ def content_hash(path, found):
     for f in found.files:
         data = read_whole(f, TOTAL_CAP)         # data too (the audit reads sources only to BIG_FILE)
         h.update(b"f" + os.fsencode(os.path.relpath(f, base)) + b"\0" + len(data).to_bytes(8, "little") + data)
-    return h.hexdigest()[:16]
+    return h.hexdigest()[:32]        # 128 bits: no two folders made to collide share a build

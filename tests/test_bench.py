@@ -407,3 +407,12 @@ def test_a_solution_that_cannot_be_described_fails_alone(tiny_data, tmp_path):
     assert bad["status"] == "load error" and "solution.yml" in bad["reason"], bad
     assert report["solutions"]["reference"]["workloads"]["f1x1"]["passed"], p.stdout[-2000:]
     assert p.returncode == 1, p.stdout[-2000:]
+
+
+def test_solution_names_stay_unique():
+    """A folder named like bench's second name for another (`reference#2`) does not take its place in the report."""
+    sys.path.insert(0, ROOT)
+    import bench
+    taken = [{"name": "reference"}, {"name": "reference#2"}]
+    assert bench._unique("reference", taken) == "reference#3"
+    assert bench._unique("other", taken) == "other"

@@ -25,7 +25,7 @@ def _nvml(monkeypatch, used, total=80 * GIB):
 
 
 def test_a_group_over_a_quarter_of_a_gpu_is_named_and_one_under_it_is_not(monkeypatch):
-    _nvml(monkeypatch, {10: 15 * GIB, 11: 6 * GIB, 99: 70 * GIB})       # 99: another group's
+    _nvml(monkeypatch, {10: 15 * GIB, 11: 6 * GIB, 99: 70 * GIB, os.getpid(): GIB})    # 99: another group's
     meter = GpuMemory(["GPU-a", "GPU-b"])
     assert meter.cap(0) == 80 * GIB // GPU_SHARE == 20 * GIB
     assert meter.over({10}, 2) is None
@@ -38,8 +38,12 @@ def test_without_nvml_or_its_figures_nothing_is_capped_and_the_line_says_so(monk
     monkeypatch.setitem(sys.modules, "pynvml", None)          # import fails
     meter = GpuMemory(["GPU-a"])
     assert meter.over({1}, 1) is None and meter.describe() == "GPU memory not capped (no NVML: ModuleNotFoundError)"
-    _nvml(monkeypatch, {10: None})                            # a platform that hides the processes' use
+    _nvml(monkeypatch, {10: None, os.getpid(): GIB})         # a platform that hides the processes' use
     assert GpuMemory(["GPU-a"]).over({10}, 1) is None
+    _nvml(monkeypatch, {10: 70 * GIB})          # NVML's pids are not ours (another PID namespace): the judge unseen
+    meter = GpuMemory(["GPU-a"], context=lambda: None)
+    assert meter.over({10}, 1) is None
+    assert meter.describe() == "GPU memory not capped (NVML lists no process of the judge's: another PID namespace)"
 
 
 class _Group(Holdings):

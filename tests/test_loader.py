@@ -64,6 +64,8 @@ def test_clear_errors(tmp_path, source, message):
     ("name: ../../x", "`name` '../../x'"),
     ("name: '[/]'", r"`name` '\[/\]'"),
     ("name: .hidden", "`name` '.hidden'"),
+    ("name:\n", "`name` None: expected 1 to 64 letters"),          # null: bench crashed joining the names
+    ("extension:\n", "`extension` None: expected a Python identifier"),
     ("name: 3", "`name` 3"),
     ("extension: ../x\nsources: [a.cpp]", "`extension` '../x': expected a Python identifier"),
     ("extension: ext\nsources: [../../outside.cpp]", "source '../../outside.cpp' is not inside"),

@@ -180,3 +180,11 @@ def test_gate_report(tiny_data, tmp_path):
         assert checks[name]["status"] == "incorrect" and checks[name]["error_map"]["rows"] == [[seam, seam]], name
     dom = check_page(tmp_path, str(folder))
     assert "the seam between ranks 0 and 1" in dom
+
+
+def test_a_page_with_a_path_that_is_no_utf8_is_written(tmp_path):
+    """A solution's path may hold bytes that are no UTF-8 (Python's surrogate escapes): the page shows them escaped
+    (the report crashed with UnicodeEncodeError, leaving index.html.tmp)."""
+    from harness import html
+    path = html.page(str(tmp_path), "bench ref\udcff", ["<p>ref\udcff</p>"])
+    assert os.listdir(tmp_path) == ["index.html"] and "ref\\udcff" in open(path, encoding="utf-8").read()

@@ -19,7 +19,7 @@ class GpuMemory:
 
     def __init__(self, uuids, context=None):
         """context: makes the judge's CUDA context on GPU 0 (NVML lists a process from its context on)."""
-        self.handles, self.totals, self.why_not = [], [], None
+        self.handles, self.totals, self.why_not, self.base, self.shares = [], [], None, [], {}
         try:
             import pynvml
             pynvml.nvmlInit()
@@ -32,24 +32,48 @@ class GpuMemory:
                 self.totals.append(pynvml.nvmlDeviceGetMemoryInfo(h).total)
             if not self._sees_the_judge():
                 self.why_not = "NVML lists no process of the judge's: another PID namespace"
+            # What NVML lists for no process before any group starts (the driver's own): a group's share is past it.
+            self.base = [self._unlisted(g) or 0 for g in range(len(self.handles))]
         except Exception as e:          # no package, no library, no driver: nothing is capped, and the line says so
             self.handles, self.why_not = [], f"no NVML: {type(e).__name__}"
 
     def cap(self, gpu):
         return self.totals[gpu] // GPU_SHARE
 
+    def _view(self, g):
+        """({pid: bytes of GPU g it holds} by NVML's list, the bytes of GPU g in use), or None where NVML does not
+        say what a process holds (a platform that hides it)."""
+        n, h, per = self.nvml, self.handles[g], {}
+        for p in n.nvmlDeviceGetComputeRunningProcesses(h):
+            if p.usedGpuMemory is None:
+                return None
+            per[p.pid] = per.get(p.pid, 0) + p.usedGpuMemory
+        return per, n.nvmlDeviceGetMemoryInfo(h).used
+
+    def _unlisted(self, g):
+        view = self._view(g)
+        return None if view is None else view[1] - sum(view[0].values())
+
     def held(self, pids, gpus):
-        """[bytes of GPU g that processes `pids` hold, for g in range(gpus)]; None where NVML does not say (a
-        platform that hides the processes' use)."""
-        n, pids, out = self.nvml, set(pids), []
-        for h in self.handles[:gpus]:
-            used = 0
-            for p in n.nvmlDeviceGetComputeRunningProcesses(h):
-                if p.pid in pids:
-                    if p.usedGpuMemory is None:
-                        return None
-                    used += p.usedGpuMemory
-            out.append(used)
+        """[bytes of GPU g that processes `pids` hold, for g in range(gpus)], or None where NVML does not say. What
+        NVML lists of them, and the memory it lists for no process (the driver's memory objects that a process keeps
+        only by an exported descriptor: unmapped, they are in no process's figure) that appeared since the run
+        began and that no other live group was charged with: the other groups were frozen and held while it
+        appeared, so it is this one's."""
+        pids = frozenset(pids)
+        for key in [k for k in self.shares if not any(os.path.exists(f"/proc/{p}") for p in k)]:
+            del self.shares[key]          # a group gone: what it made went with its descriptors
+        out, shares = [], []
+        for g in range(min(gpus, len(self.handles))):
+            view = self._view(g)
+            if view is None:
+                return None
+            per, used = view
+            others = sum(s[g] for k, s in self.shares.items() if k != pids and g < len(s))
+            share = max(0, used - sum(per.values()) - self.base[g] - others)
+            shares.append(share)
+            out.append(sum(b for p, b in per.items() if p in pids) + share)
+        self.shares[pids] = shares
         return out
 
     def _sees_the_judge(self):

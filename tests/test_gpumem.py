@@ -13,15 +13,19 @@ from harness.protocol import GroupFailed
 GIB = 1 << 30
 
 
-def _nvml(monkeypatch, used, total=80 * GIB):
-    """A pynvml whose every GPU has `total` bytes and runs the processes `used` {pid: bytes or None}."""
+def _nvml(monkeypatch, used, total=80 * GIB, unlisted=0):
+    """A pynvml whose every GPU has `total` bytes and runs the processes `used` {pid: bytes or None}, with `unlisted`
+    bytes more in use that it lists for no process. Returns its state, to change between counts."""
+    state = {"used": used, "unlisted": unlisted}
     fake = types.SimpleNamespace(
         nvmlInit=lambda: None,
         nvmlDeviceGetHandleByUUID=lambda u: u,
-        nvmlDeviceGetMemoryInfo=lambda h: types.SimpleNamespace(total=total),
+        nvmlDeviceGetMemoryInfo=lambda h: types.SimpleNamespace(
+            total=total, used=sum(b or 0 for b in state["used"].values()) + state["unlisted"]),
         nvmlDeviceGetComputeRunningProcesses=lambda h: [types.SimpleNamespace(pid=p, usedGpuMemory=b)
-                                                       for p, b in used.items()])
+                                                       for p, b in state["used"].items()])
     monkeypatch.setitem(sys.modules, "pynvml", fake)
+    return state
 
 
 def test_a_group_over_a_quarter_of_a_gpu_is_named_and_one_under_it_is_not(monkeypatch):
@@ -68,3 +72,21 @@ def test_the_judges_shortage_is_the_groups_only_past_its_cap(monkeypatch):
     failed = group.short_of_gpu_memory(err)
     assert failed.status == "harness error" and "under its GPU memory cap" in failed.message
     assert failed.message.endswith("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+
+def test_memory_listed_for_no_process_is_the_group_that_made_it(monkeypatch):
+    """The driver's memory objects a process keeps only by an exported descriptor are in no process's figure: what
+    NVML lists for no process beyond the run's start is charged to the group counted, less what earlier groups were
+    charged with (frozen and held meanwhile, they made none of it); a group gone takes its share with it."""
+    me, other = os.getpid(), os.getppid()
+    state = _nvml(monkeypatch, {me: GIB}, unlisted=2 * GIB)            # 2 GiB the driver's own at the start
+    meter = GpuMemory(["GPU-a"])
+    assert meter.held({me}, 1) == [GIB]
+    state["unlisted"] = 2 * GIB + 30 * GIB                               # hidden since: this group's
+    assert meter.held({me}, 1) == [31 * GIB] and meter.over({me}, 1).startswith("its processes held 31 GiB")
+    state["unlisted"] += 5 * GIB                                          # another group's, after the first's 30
+    assert meter.held({other}, 1) == [5 * GIB]
+    assert meter.held({me}, 1) == [31 * GIB]                              # the first keeps its own share only
+    meter.shares[frozenset({2 ** 22 + 1})] = meter.shares.pop(frozenset({other}))     # a group whose pids are gone
+    state["unlisted"] -= 5 * GIB                                          # ... and its memory with them
+    assert meter.held({me}, 1) == [31 * GIB]

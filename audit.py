@@ -25,9 +25,10 @@ What is read, and how (one module of harness/ each; the rules themselves are one
   (rounding in libtorch's method and function forms, floor/ceil with a scale, clamps to a narrow range, integer
   casts). Includes are followed: every file of the solution an #include may name, through any include folder, is
   audited whatever its suffix; one outside it is a finding.
-- `solution.yml`: the C++ rules over its text (a `-DX=fopen` macro), `sources` and flags that reach outside the
-  solution. Every other file in the solution directory must be a source, documentation, or bytecode identical to
-  its source's (harness/files.py).
+- `solution.yml` (the top-level one, as the loader reads it): the C++ rules over its text (a `-DX=fopen` macro),
+  `sources` and flags that reach outside the solution or are no plain token (the build hands them to a shell).
+  Every other file in the solution directory must be a source, documentation, or bytecode identical to its
+  source's (harness/files.py).
 
 Allowances: a reviewed false positive is silenced by a comment on the finding's line,
 `# audit: allow RULE[, RULE] -- reason` (or `// ...` in C++); the reason is required, every allowance used is

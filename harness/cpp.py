@@ -10,33 +10,57 @@ from harness import files, rules, tree
 from harness.cpp_numerics import narrow_calls
 
 INCLUDE = re.compile(r"(?m)^[ \t]*#[ \t]*(include_next|include|import|embed)\b[ \t]*(.*)$")
+TRIGRAPHS = dict(zip("=/'()!<>-", "#\\^[]|{}~"))     # `??=` is `#`: C, and C++ before C++17 (-std=c++14)
+DIGRAPHS = {"%:%:": "##  ", "%:": "# ", "<:": "[ ", ":>": " ]", "<%": "{ ", "%>": " }"}    # same length: lines kept
+
+
+def _phase1(text):
+    """(chars, lines): the text as the preprocessor's first phase reads it, each character with its line: a leading
+    byte order mark dropped, `\\r\\n` and a lone `\\r` one line end, trigraphs replaced, form feed and vertical tab
+    blanks (`#\\finclude` is `# include`)."""
+    chars, lines = [], []
+    i, line, n = (1 if text.startswith("\ufeff") else 0), 1, len(text)
+    while i < n:
+        c = text[i]
+        if c == "?" and text.startswith("??", i) and i + 2 < n and text[i + 2] in TRIGRAPHS:
+            chars.append(TRIGRAPHS[text[i + 2]])
+            lines.append(line)
+            i += 3
+            continue
+        if c == "\r":
+            c = "\n"
+            i += 1 if text.startswith("\r\n", i) else 0
+        chars.append(" " if c in "\f\v" else c)
+        lines.append(line)
+        line += c == "\n"
+        i += 1
+    return chars, lines
 
 
 def strip_cpp(text):
-    """(code, line_of, comments): the text with line splices joined and comments blanked (string literals kept),
-    the original line of every character of code, and (line, text) of every comment.
+    """(code, line_of, comments): the text as the compiler reads it (harness/cpp.py's _phase1: BOM, line ends,
+    trigraphs, blanks), line splices joined, comments blanked (string literals kept), digraphs outside literals
+    spelled as their tokens (`%:include` is `# include`), the original line of every character of code, and (line,
+    text) of every comment. Every C++ scan reads this one text.
 
     A `//` comment ends at the first splice as well as at the newline, so the audit never takes for a comment what
-    a compiler might read as code."""
+    a compiler might read as code; a `/* */` comment is blanks, its line ends too (one space to the compiler: a
+    directive may span it)."""
+    src, src_line = _phase1(text)
     chars, line_of, splice = [], [], set()
-    i, line, n = 0, 1, len(text)
+    i, n = 0, len(src)
     while i < n:
-        c = text[i]
+        c = src[i]
         if c == "\\":
             j = i + 1
-            while j < n and text[j] in " \t":
+            while j < n and src[j] in " \t":
                 j += 1
-            if j < n and text[j] == "\r" and j + 1 < n and text[j + 1] == "\n":
-                j += 1
-            if j < n and text[j] == "\n":
-                line += 1
+            if j < n and src[j] == "\n":
                 i = j + 1
                 splice.add(len(chars))
                 continue
         chars.append(c)
-        line_of.append(line)
-        if c == "\n":
-            line += 1
+        line_of.append(src_line[i])
         i += 1
     code, comments = chars, []
     i, n = 0, len(code)
@@ -62,8 +86,7 @@ def strip_cpp(text):
                     comments.append((line_of[start], "".join(code[start:k])))
                     start = k + 1
             for k in range(i, end):
-                if code[k] != "\n":
-                    code[k] = " "
+                code[k] = " "
             i = end
         elif c == '"':
             raw = re.search(r"(?:^|[^\w])(?:u8|u|U|L)?R$", "".join(code[max(0, i - 5):i]))
@@ -89,7 +112,13 @@ def strip_cpp(text):
                 j += 2 if code[j] == "\\" else 1
             i = j + 1
         else:
-            i += 1
+            pair = "".join(code[i:i + 4])
+            digraph = next((d for d in DIGRAPHS if pair.startswith(d)), None)
+            if digraph == "<:" and pair[2:3] == ":" and pair[3:4] not in (":", ">"):
+                digraph = None                      # C++11: `<::` not followed by `:` or `>` is `<` `::`
+            if digraph:
+                code[i:i + len(digraph)] = DIGRAPHS[digraph]
+            i += len(digraph) if digraph else 1
     return "".join(code), line_of, comments
 
 
@@ -130,15 +159,17 @@ _STRING_RULES = [r for r in rules.CPP_RULES if r[2] is not rules.NARROW_TEXT]   
 
 def scan_string(s):
     """The C++ rules' hits in a Python string constant that looks like C/C++ or PTX source; [] otherwise."""
-    if ";" in s or "{" in s or "#include" in s or "#define" in s:
+    if ";" in s or "{" in s or "%>" in s or "??>" in s or re.search(r"(#|%:|\?\?=)\s*(include|define)", s):
         return scan_cpp(s, _STRING_RULES)[0]
     return []
 
 
 def audit_build_files(solution, yml, cpp):
-    """The rules over every YAML file's text; solution.yml's sources join `cpp` and its extension's name
-    `solution.extensions`. Returns the include folders."""
+    """The rules over every YAML file's text; the manifest, the one file loader.describe reads (a folder's top-level
+    `solution.yml`, no other YAML file), adds its sources to `cpp` and its extension's name to `solution.extensions`
+    (what the loader builds and the solution may import). Returns the include folders."""
     include_dirs = [solution.base]
+    manifest = os.path.join(solution.path, "solution.yml") if solution.path == solution.base else None
     for f in yml:
         data = solution.read(f)
         if data is None:
@@ -148,12 +179,21 @@ def audit_build_files(solution, yml, cpp):
         code, unit.comments = files.yaml_comments(text)
         for line, rule, reason, _ in scan_cpp(code, rules.CPP_RULES)[0]:
             unit.add(line, rule, f"build setting {reason}")
-        if os.path.basename(f) in ("solution.yml", "solution.yaml"):
-            dirs, ext = files.check_manifest(unit, code, os.path.dirname(f), solution.base, cpp)
+        if f == manifest:
+            dirs, ext = files.check_manifest(unit, text, solution.base, cpp)
             include_dirs += dirs
-            if ext:
+            if ext and ext == _loaders_extension(solution.path):
                 solution.extensions.add(ext)
     return include_dirs
+
+
+def _loaders_extension(path):
+    """The extension the loader would build for the solution at `path` (None where it refuses the solution)."""
+    import loader      # the repository's, at its root as audit.py; imported here: loader imports harness/
+    try:
+        return loader.describe(path).manifest.get("extension")
+    except loader.SolutionError:
+        return None
 
 
 def _included(everything, name):

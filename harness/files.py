@@ -23,8 +23,14 @@ DOC_SUFFIX = (".md", ".txt", ".rst")
 DOC_NAMES = ("LICENSE", "LICENCE", "README", "NOTICE", "AUTHORS", ".gitignore")
 BIG_CONSTANT = 256 * 1024      # characters: a longer string or bytes constant is data, not code
 BIG_FILE = tree.BIG_FILE       # bytes: a longer source is data, not code (and is read no further)
-_FLAG_OUTSIDE = re.compile(r"(^|[\s,=])(-include|-imacros|--pre-include|-fplugin|-specs|-B|-L|--library-path|"
-                           r"-Wl,|-Xlinker|--linker-options|-ccbin|--compiler-bindir|-trigraphs|@)")
+# solution.yml's flags: cpp_extension writes each unquoted into build.ninja, which runs it through /bin/sh, so a flag
+# is one token without blanks or shell syntax; options that run, load or include other files are refused (alone,
+# after `=` or `,`: `-Xcompiler=-include,x`, `-Wp,-imacros,x`), and so are absolute and parent paths.
+_FLAG_SHELL = re.compile(r"[\s$`'\"\\;|&<>()*?\[\]{}~#!]|^$")
+_FLAG_OUTSIDE = re.compile(r"(^|[,=])(-wrapper|-include|-imacros|--pre-include|-fplugin|--?specs|-B|-L|--library-path|"
+                           r"-Wl,|-Xlinker|--linker-options|-Wp,|-Xpreprocessor|-ccbin|--compiler-bindir|--?sysroot|"
+                           r"-isysroot|--options-file|-optf|-trigraphs|@)")
+_FLAG_PATH = re.compile(r"(^-*[\w+-]*|[,=:])/|\.\.")
 
 
 class UsageError(ValueError):
@@ -61,10 +67,10 @@ class Modules:
         for _ in range(level - 1):
             base = os.path.dirname(base)
         target = os.path.join(base, *module.split(".")) if module else base
-        for sub in (os.path.join(target, name + ".py"), os.path.join(target, name, "__init__.py")):
-            if sub in self.ids:
+        for sub in (os.path.join(target, name, "__init__.py"), os.path.join(target, name + ".py")):   # as Python:
+            if sub in self.ids:                                                        # a package before a module
                 return self.ids[sub]
-        for mod in (target + ".py", os.path.join(target, "__init__.py")):
+        for mod in (os.path.join(target, "__init__.py"), target + ".py"):
             if mod in self.ids:
                 return f"{self.ids[mod]}.{name}"
         return "sol:?." + name      # not a Python file of the solution (a compiled module is reported anyway)
@@ -186,12 +192,13 @@ def check_pyc(unit, pyc, source):
         unit.add(0, "unaudited-file", "bytecode that differs from its source would be imported instead of it")
 
 
-def check_manifest(unit, code, folder, base, cpp):
-    """solution.yml's sources and flags must stay inside the solution; adds its sources to `cpp` and returns (its -I
-    folders inside it, the name of the extension it builds from them or None)."""
+def check_manifest(unit, text, folder, cpp):
+    """solution.yml's sources and flags must stay inside the solution (`folder`), each flag one plain token of the
+    compiler's options that read no other file; adds its sources to `cpp` and returns (its -I folders, the name of
+    the extension it builds from them or None). `text` is parsed as the loader parses it, comments and all."""
     try:
-        manifest = yaml.safe_load(code) or {}
-    except yaml.YAMLError as e:
+        manifest = yaml.safe_load(text) or {}
+    except (yaml.YAMLError, RecursionError, ValueError) as e:
         unit.add(1, "unaudited-file", f"not valid YAML, so it cannot be audited: {e}")
         return [], None
     if not isinstance(manifest, dict):
@@ -209,7 +216,7 @@ def check_manifest(unit, code, folder, base, cpp):
         full = os.path.normpath(os.path.join(folder, str(source)))
         if not (isinstance(source, str) and source.isprintable()):    # loader.describe refuses it too
             unit.add(line_of(source), "unaudited-file", f"source {source!r} is not a plain path")
-        elif not is_inside(full, base):
+        elif not is_inside(full, folder):
             unit.add(line_of(source), "unaudited-file", f"source `{source}` lies outside the solution")
         elif os.path.isfile(full) and full not in cpp:
             cpp.append(full)
@@ -217,7 +224,10 @@ def check_manifest(unit, code, folder, base, cpp):
         flags = manifest.get(key) or []
         for flag in flags if isinstance(flags, list) else [flags]:
             flag = str(flag)
-            if _FLAG_OUTSIDE.search(flag) or re.search(r"(^|[\s,=]|-I)(/|\.\.)", flag):
+            if _FLAG_SHELL.search(flag):
+                unit.add(line_of(flag), "unaudited-file", f"{key} `{flag}` is not one plain token: the build hands "
+                                                          f"flags to a shell, which may run or include anything")
+            elif _FLAG_OUTSIDE.search(flag) or _FLAG_PATH.search(flag):
                 unit.add(line_of(flag), "unaudited-file", f"{key} `{flag}` reaches files outside the solution")
             elif flag.startswith("-I"):
                 include_dirs.append(os.path.normpath(os.path.join(folder, flag[2:].strip())))

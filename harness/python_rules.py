@@ -362,6 +362,10 @@ def audit_sources(solution, python):
     ctx = names.Context(files.Modules(python, solution.base, solution.extensions), project_module)
     checkers = []
     for f in python:
+        if os.path.isdir(os.path.splitext(f)[0]):
+            solution.unit_for(f).add(0, "unaudited-file", f"an ambiguous module: the folder "
+                                                          f"{os.path.basename(os.path.splitext(f)[0])}/ beside it is "
+                                                          f"imported instead where it holds __init__.py")
         data = solution.read(f)
         checker = parse(solution.unit_for(f, files.decode_python(data)), data, ctx, file=f) if data is not None \
             else None

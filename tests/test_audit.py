@@ -480,6 +480,29 @@ def test_includes_through_folders_the_audit_does_not_model_are_followed(tmp_path
         (os.path.join("inc", "grid.txt"), "narrow-numerics")], audit.format_report(report)
 
 
+
+@pytest.mark.parametrize("spelling", [b'%:include "notes.txt"\n', b'int pad;\r#include "notes.txt"\r',
+                                      b'\xef\xbb\xbf#include "notes.txt"\n', b'#\x0cinclude "notes.txt"\n',
+                                      b'\x0c#include "notes.txt"\n', b'#\x0binclude "notes.txt"\n',
+                                      b'??=include "notes.txt"\n', b'#/* a\n */include "notes.txt"\n',
+                                      b'#inc\\\r\nlude "notes.txt"\n'])
+def test_every_spelling_of_an_include_is_followed(tmp_path, spelling):
+    """The compiler's spellings of `#include` (a digraph, CR line ends, a byte order mark, form feed or vertical tab
+    around `#`, a trigraph, a comment across lines, a splice after CR LF): every C++ scan reads the text as the
+    compiler's first phases leave it, so notes.txt is read as C++ (tests/cheats/includes_by_digraph)."""
+    d = solution(tmp_path, {"solution.yml": "extension: ext\nsources: [k.cpp]\n", "k.cpp": spelling,
+                            "notes.txt": "static inline int8_t code_of(float x) { return (int8_t)x; }\n"})
+    report = audit.audit(str(d))
+    assert [(f.file, f.rule) for f in report.findings] == [("notes.txt", "narrow-numerics")], \
+        audit.format_report(report)
+
+
+def test_digraphs_and_trigraphs_keep_literals_and_lines():
+    from harness import cpp
+    code, line_of, _ = cpp.strip_cpp('auto s = "%:<%";\r\nint a<:2:> = <%1, 2%>;\rstd::vector<::std::string> v;\n')
+    assert code.splitlines() == ['auto s = "%:<%";', "int a[ 2 ] = { 1, 2 };", "std::vector<::std::string> v;"]
+    assert [line_of[code.index(w)] for w in ("auto", "int", "std")] == [1, 2, 3]
+
 # ---------------------------------------------------------------------------------------------------------------
 # The adversarial review's rules: each case names its rule and a phrase of the finding's reason.
 
@@ -759,7 +782,8 @@ def test_review_reasons_name_the_task_rules():
 @pytest.mark.parametrize("cheat, rule", [("cache_by_shape.py", "state"), ("low_precision.py", "narrow-numerics"),
                                          ("hooks_before_window.py", "monkeypatch"), ("private_ops.py", "private-name"),
                                          ("unknown_module.py", "foreign-code"), ("waives_its_audit.py", "allowance"),
-                                         ("rounds_in_cpp", "narrow-numerics")])
+                                         ("rounds_in_cpp", "narrow-numerics"),
+                                         ("includes_by_digraph", "narrow-numerics")])
 def test_cheats_the_rules_catch(cheat, rule):
     assert rule in fired(audit.audit(os.path.join(ROOT, "tests", "cheats", cheat)))
 
@@ -808,6 +832,58 @@ def test_manifest(tmp_path):
         ldflags: [-lcuda]
         """})
     assert audit.audit(str(clean)).ok
+
+
+@pytest.mark.parametrize("flag", ["-O2 -i''nclude notes.txt", "-DX=$(cat notes.txt)", "-DX=`id`", "-O3;id",
+                                  "-DNAME=\\\"x\\\"", "-wrapper", "-wrapper=sh,-c", "-include=notes.txt",
+                                  "-Xcompiler=-include,notes.txt", "-Wp,-imacros,notes.txt", "-isystem/usr/include",
+                                  "-idirafter/x", "-iquote../up", "--sysroot=/", "-specs=x.specs", "-Bbin",
+                                  "-fplugin=./p.so", "-Xpreprocessor", "-Xlinker", "-Wl,-T,x.ld", "-ccbin=gcc",
+                                  "--compiler-bindir=x", "--options-file=opts", "@opts", "-Iinclude/../.."])
+def test_flags_are_plain_tokens_that_read_no_other_file(tmp_path, flag):
+    """cpp_extension writes each flag unquoted into build.ninja and ninja runs it through /bin/sh: a flag with blanks
+    or shell syntax is a command line of its own (hostile-h15's `-i''nclude "$$(...)"/notes.txt`), and the options
+    that run or include other files reach code the audit never read."""
+    d = solution(tmp_path, {"k.cu": "void f() {}\n",
+                            "solution.yml": "extension: ext\nsources: [k.cu]\ncflags: [" + json.dumps(flag) + "]\n"})
+    assert [(f.file, f.rule) for f in audit.audit(str(d)).findings] == [("solution.yml", "unaudited-file")]
+
+
+def test_honest_flags_are_clean(tmp_path):
+    d = solution(tmp_path, {"k.cu": "void f() {}\n", "solution.yml": json.dumps({
+        "extension": "ext", "sources": ["k.cu"], "cflags": ["-O3", "-DNAME=1", "-std=c++17", "-Iinclude"],
+        "cuda_cflags": ["-O3", "--use_fast_math", "-lineinfo", "-gencode=arch=compute_90,code=sm_90",
+                        "-Xptxas=-v", "--expt-relaxed-constexpr"], "ldflags": ["-lcuda"]})})
+    report = audit.audit(str(d))
+    assert report.ok, audit.format_report(report)
+
+
+@pytest.mark.parametrize("manifest", ["solution.yaml", os.path.join("notes", "solution.yml")])
+def test_only_the_manifest_the_loader_reads_names_an_extension(tmp_path, manifest):
+    """loader.describe reads the top-level solution.yml alone: an `extension: test` in solution.yaml or in a
+    subfolder's solution.yml builds nothing, so `import test` is the standard library's (hostile-h15's yaml_ext and
+    nested_yml), a foreign module; that YAML is still read by the rules as text."""
+    code = "import test.support.import_helper as h\n\n\ndef run(z, weights, rank, world, pg, out):\n    pass\n"
+    d = solution(tmp_path, {"solution.py": code, "k.cpp": "void go() {}\n",
+                            manifest: "extension: test\nsources: [k.cpp, ../k.cpp]\ncflags: [-DX=fopen]\n"})
+    report = audit.audit(str(d))
+    assert sorted((f.file, f.rule) for f in report.findings) == sorted([(manifest, "file-io"),
+                                                                        ("solution.py", "foreign-code")]), \
+        audit.format_report(report)
+
+
+def test_a_package_beside_a_module_of_its_name_is_the_one_imported(tmp_path):
+    """`from . import helper` imports the package helper/ (its __init__.py) before helper.py, as Python does
+    (hostile-h15's pkg_shadow); both at once is a finding. A folder without __init__.py loses to the module."""
+    code = "from . import helper\n\n\ndef run(z, weights, rank, world, pg, out):\n    helper.lib.load('x')\n"
+    d = solution(tmp_path, {"solution.py": code, "helper.py": "import math as lib\n",
+                            "helper/__init__.py": "import torch as lib\n"})
+    assert sorted((f.file, f.rule) for f in audit.audit(str(d)).findings) == [
+        ("helper.py", "unaudited-file"), ("solution.py", "file-io")]
+    assert files.Modules([str(d / "helper.py"), str(d / "helper" / "__init__.py")]).relative(
+        str(d / "solution.py"), 1, None, "helper") == "sol:1"
+    assert files.Modules([str(d / "helper.py"), str(d / "helper" / "x.py")]).relative(
+        str(d / "solution.py"), 1, None, "helper") == "sol:0"
 
 
 def test_the_extension_a_manifest_builds_is_the_solutions_own_module(tmp_path):

@@ -44,7 +44,8 @@ import sys
 
 from harness import cpp, files, python_rules
 from harness.files import UsageError
-from harness.rules import CPP_RULES, RULES, Finding
+from harness.findings import Finding
+from harness.rules import CPP_RULES, RULES
 
 __all__ = ["audit", "Report", "Finding", "UsageError", "RULES", "CPP_RULES", "format_report", "format_rules", "main"]
 

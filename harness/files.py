@@ -1,7 +1,7 @@
 """audit.py's files: which files of a solution are read and as what (Python, C/C++/CUDA, solution.yml, bytecode,
 documentation), their text and size limits, the sources and include folders solution.yml and #include name, the
 files that are no source at all, and the solution's Python files as modules (`Modules`: `sol:N`, for imports
-between them). Every file's findings go to its `rules.Unit`, kept by `Solution`. Files are listed and read through
+between them). Every file's findings go to its `findings.Unit`, kept by `Solution`. Files are listed and read through
 harness/tree.py, as the loader's: what is no regular file is a finding, never read."""
 import importlib.util
 import io
@@ -13,7 +13,7 @@ import tokenize
 
 import yaml
 
-from harness import rules, tree
+from harness import findings, rules, tree
 
 PY_SUFFIX = (".py",)
 YML_SUFFIX = (".yml", ".yaml")
@@ -92,7 +92,7 @@ class Solution:
     def unit_for(self, abs_path, text=""):
         rel = os.path.relpath(abs_path, self.base)
         if rel not in self.units:
-            self.units[rel] = rules.Unit(rel, text)
+            self.units[rel] = findings.Unit(rel, text)
         elif text and not self.units[rel].lines:
             self.units[rel].lines = text.splitlines()
         return self.units[rel]

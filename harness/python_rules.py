@@ -12,7 +12,7 @@ import functools
 import os
 import string
 
-from harness import cpp, files, names, numerics, rules
+from harness import cpp, files, findings, names, numerics, rules
 from harness.names import const_number, const_str, is_type, number, root
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -397,7 +397,7 @@ def _project_module(name, mtime_ns, size, loading):
         data = f.read()
     inner = loading | {name}
     ctx = names.Context(project=lambda n: names.EMPTY if n in inner else project_module(n, inner))
-    checker = parse(rules.Unit(f"{name}.py", files.decode_python(data)), data, ctx, project=True)
+    checker = parse(findings.Unit(f"{name}.py", files.decode_python(data)), data, ctx, project=True)
     if checker is None:
         return names.EMPTY
     checker.visit(checker.tree)

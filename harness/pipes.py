@@ -19,6 +19,7 @@ from harness.protocol import MAX_LINE, GroupFailed
 CLOCK = (lambda: time.clock_gettime_ns(time.CLOCK_MONOTONIC_RAW)) if hasattr(time, "CLOCK_MONOTONIC_RAW") \
     else time.monotonic_ns
 STARTUP_S = 300.0          # load, build cache, prepare, first-call autotuning
+REPORT_S = 10.0            # a call's report after its done (a profiled call's: STARTUP_S, for its trace)
 WRITE_S = 5.0              # a command's wait for room in a rank's pipe (one that stays full: a rank stopped reading)
 PENDING_MAX = 2 * protocol.MAX_LINE + protocol.MAX_DONE   # a rank's unread bytes: a done and a report at most
 
@@ -56,7 +57,8 @@ class Pipes:
                 return
             left = deadline - time.monotonic()
             if left <= 0:
-                raise GroupFailed("timeout", f"no answer within {self._limit:.1f} s")
+                raise GroupFailed("timeout", f"no '{self._awaited}' line from rank {min(wanted)} within "
+                                             f"{self._limit:.1f} s")
             ready, _, _ = select.select(self.fds, [], [], min(left, self._watch.wait()))
             self._arrived = CLOCK()
             if not ready:       # while idle only: a step must not delay the stamp of a line that is there
@@ -92,7 +94,7 @@ class Pipes:
 
     def _each(self, kind, call, limit):
         """[(rank, fields)] of one `kind` line from every rank, in rank order; anything else is a failure."""
-        self._limit = limit
+        self._limit, self._awaited = limit, kind
         got, wanted = {}, set(range(self.world))
         for rank, k, fields, at in self._lines(time.monotonic() + limit, wanted):
             if k == "error":

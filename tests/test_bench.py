@@ -42,7 +42,7 @@ SLOW = pytest.mark.slow
 
 @pytest.mark.parametrize("solution, workload, status, reason", [
     ("raises_on_rank1.py", "f5x4", "runtime error", "rank 1: RuntimeError: rank 1 gives up [/] [red]??[2K?[1APASS f5x4"),
-    pytest.param("hangs.py", "f5x1", "timeout", "no answer within", marks=pytest.mark.slow),   # 11 s of waiting
+    pytest.param("hangs.py", "f5x1", "timeout", "no 'done' line from rank 0 within", marks=pytest.mark.slow),   # 11 s of waiting
     pytest.param("crashes.py", "f5x4", "crash", "died (exit code 3)", marks=SLOW),
     pytest.param("raises_a_long_error.py", "f5x1", "runtime error", "RuntimeError: compile failed", marks=SLOW),
     pytest.param("wrong_shape.py", "f5x1", "incorrect", "out's storage, shape or strides changed", marks=SLOW),

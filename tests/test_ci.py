@@ -69,7 +69,7 @@ EXPECTED = {
     "low_precision.py": (3, "f5x1", "incorrect", "rms(d)"),
     "skips_attention.py": (1, "fresh latents #1 x1", "incorrect", "max|d|"),
     "writes_cache_file.py": (3, "audit", "audit", "writes_cache_file.py"),
-    "hangs_on_rank0.py": (2, "fresh latents #1 x1", "timeout", "no answer within"),
+    "hangs_on_rank0.py": (2, "fresh latents #1 x1", "timeout", "no 'done' line from rank 0 within"),
     "name_is_a_path": (2, "load", "load error", "`name` '../../../planted'"),
     "mixes_manifest_keys": (2, "load", "load error", "solution.yml: unknown keys [1, 'foo']"),
     "forges_the_console.py": (2, "fresh latents #1 x1", "runtime error", "gave up??[2K?[1A?[32mPASS?[0m f1x1"),

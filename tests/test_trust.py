@@ -37,6 +37,7 @@ EXPECTED = {
     "floods_its_log.py": ("tampering", "wrote a file of more than 2 GiB (its log or in its scratch)"),
     "sparse_log.py": ("tampering", "wrote a file of more than 2 GiB (its log or in its scratch)"),
     "stalls_the_judge.py": ("tampering", "bytes (at most 256)"),
+    "stalls_its_report.py": ("timeout", "no 'report' line from rank 0 within 10.0 s"),
     "limits_the_judge.py": ("runtime error", "PermissionError"),
     "signals_the_judge.py": ("runtime error", "both signals to the judge refused"),
     "leases_a_shared_file.py": ("runtime error", "PermissionError"),

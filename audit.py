@@ -11,8 +11,9 @@ What is read, and how (one module of harness/ each; the rules themselves are one
   through the file's imports and simple aliases (`t = torch`, `T = type(x)`) to dotted names (`torch.load`), which
   the rules' `names` map to rules; bare builtins (`open`, `eval`) count unless a function binds the name locally.
   Imports between the solution's own modules are followed (`helper.torch.load` is `torch.load`), and so are
-  re-exports (`spec.os`, `torch.os`); a module used as a value (an argument, an attribute) is itself a finding,
-  since the audit cannot follow it. spec.py's and reference.py's functions that touch files or the environment
+  re-exports (`spec.os`, `torch.os`, `x.torch.load`); a module used as a value (an argument, an attribute, a
+  `match` subject), a submodule reached by attribute (`torch.nn.functional`) too, is itself a finding, since the
+  audit cannot follow it, and so is a `match` class or mapping pattern, which reads attributes or items by name. spec.py's and reference.py's functions that touch files or the environment
   (`spec.load_reference`) are banned through them: the audit reads those modules with the same rules. Stores into
   other modules' objects or types are monkeypatches; stores from a function into module-level or default-argument
   objects keep state between calls; int8 dtypes and rounding to a grid (round, frexp, floor with a scale, clamps
@@ -20,7 +21,11 @@ What is read, and how (one module of harness/ each; the rules themselves are one
   the tree, docstrings and bare string statements are skipped; other string constants are scanned for narrow
   formats and, when they look like C/C++ or PTX source (`;`, `{`, `#include`), by the C++ rules too.
 - C/C++/CUDA sources and headers by text (harness/cpp.py): line splices joined, `//` and `/* */` comments blanked
-  (string literals kept, so PTX inside `asm("...")` is read), then regexes; the task's own `spec.RULES["file-io"]`
+  (string literals kept, so PTX inside `asm("...")` is read), read with trigraphs and without (C's ISO modes have
+  them, C++17 not), and again with adjacent string literals joined (`"op" "en"`); where a compiler is there, a file
+  on which it reads code that the audit took for a comment is a finding (`-fpreprocessed`, harness/cpp.py
+  compiler_disagrees); then regexes (a banned function called, or named as a value, an address, a using-declaration
+  or a macro; an asm label); the task's own `spec.RULES["file-io"]`
   among them ("include" on `#include` names, "text" on the code); then Python's numerics read from calls' arguments
   (rounding in libtorch's method and function forms, floor/ceil with a scale, clamps to a narrow range, integer
   casts). Includes are followed: every file of the solution an #include may name, through any include folder, is

@@ -5,6 +5,8 @@ every file of the solution an #include may name is audited whatever its suffix, 
 solution.yml's text is read by the same rules (a `-DX=fopen` macro)."""
 import os
 import re
+import shutil
+import subprocess
 
 from harness import files, rules, tree
 from harness.cpp_numerics import narrow_calls
@@ -14,15 +16,16 @@ TRIGRAPHS = dict(zip("=/'()!<>-", "#\\^[]|{}~"))     # `??=` is `#`: C, and C++ 
 DIGRAPHS = {"%:%:": "##  ", "%:": "# ", "<:": "[ ", ":>": " ]", "<%": "{ ", "%>": " }"}    # same length: lines kept
 
 
-def _phase1(text):
+def _phase1(text, trigraphs=True):
     """(chars, lines): the text as the preprocessor's first phase reads it, each character with its line: a leading
-    byte order mark dropped, `\\r\\n` and a lone `\\r` one line end, trigraphs replaced, form feed and vertical tab
-    blanks (`#\\finclude` is `# include`)."""
+    byte order mark dropped, `\\r\\n` and a lone `\\r` one line end, trigraphs replaced (C's ISO modes; not C++17's,
+    which torch's headers need: scan_cpp reads both), form feed and vertical tab blanks (`#\\finclude` is
+    `# include`)."""
     chars, lines = [], []
     i, line, n = (1 if text.startswith("\ufeff") else 0), 1, len(text)
     while i < n:
         c = text[i]
-        if c == "?" and text.startswith("??", i) and i + 2 < n and text[i + 2] in TRIGRAPHS:
+        if trigraphs and c == "?" and text.startswith("??", i) and i + 2 < n and text[i + 2] in TRIGRAPHS:
             chars.append(TRIGRAPHS[text[i + 2]])
             lines.append(line)
             i += 3
@@ -37,16 +40,22 @@ def _phase1(text):
     return chars, lines
 
 
-def strip_cpp(text):
+def strip_cpp(text, trigraphs=True):
     """(code, line_of, comments): the text as the compiler reads it (harness/cpp.py's _phase1: BOM, line ends,
-    trigraphs, blanks), line splices joined, comments blanked (string literals kept), digraphs outside literals
-    spelled as their tokens (`%:include` is `# include`), the original line of every character of code, and (line,
-    text) of every comment. Every C++ scan reads this one text.
+    trigraphs where asked, blanks), line splices joined, comments blanked (string literals kept), digraphs outside
+    literals spelled as their tokens (`%:include` is `# include`), the original line of every character of code, and
+    (line, text) of every comment. Every C++ scan reads this text, with trigraphs and without (scan_cpp).
 
     A `//` comment ends at the first splice as well as at the newline, so the audit never takes for a comment what
     a compiler might read as code; a `/* */` comment is blanks, its line ends too (one space to the compiler: a
     directive may span it)."""
-    src, src_line = _phase1(text)
+    return _strip(text, trigraphs)[:3]
+
+
+def _strip(text, trigraphs):
+    """strip_cpp's (code, line_of, comments), then the spliced text before comments and digraphs and the positions
+    in it of every comment's characters (compiler_disagrees compares them with the compiler's)."""
+    src, src_line = _phase1(text, trigraphs)
     chars, line_of, splice = [], [], set()
     i, n = 0, len(src)
     while i < n:
@@ -62,6 +71,7 @@ def strip_cpp(text):
         chars.append(c)
         line_of.append(src_line[i])
         i += 1
+    spliced, blanked = "".join(chars), set()
     code, comments = chars, []
     i, n = 0, len(code)
     while i < n:
@@ -74,6 +84,7 @@ def strip_cpp(text):
             comments.append((line_of[i], "".join(code[i:j])))
             for k in range(i, j):
                 code[k] = " "
+            blanked.update(range(i, j))
             i = j
         elif c == "/" and nxt == "*":
             j = i + 2
@@ -87,6 +98,7 @@ def strip_cpp(text):
                     start = k + 1
             for k in range(i, end):
                 code[k] = " "
+            blanked.update(range(i, end))
             i = end
         elif c == '"':
             raw = re.search(r"(?:^|[^\w])(?:u8|u|U|L)?R$", "".join(code[max(0, i - 5):i]))
@@ -103,10 +115,14 @@ def strip_cpp(text):
                     j += 2 if code[j] == "\\" else 1
                 i = j + 1
         elif c == "'":
-            prev = code[i - 1] if i else ""
-            if prev.isalnum() and nxt.isalnum():     # a digit separator: 1'000'000
+            k = i
+            while k > 0 and (code[k - 1].isalnum() or code[k - 1] in "_.'"):
+                k -= 1
+            number = code[k].isdigit() or (code[k] == "." and k + 1 < i and code[k + 1].isdigit())
+            if k < i and number and (nxt.isalnum() or nxt == "_"):    # a digit separator inside a number: 1'000'000
                 i += 1
                 continue
+            # else a character literal, its prefix (`L'a"'`, `u8'x'`) an identifier before it
             j = i + 1
             while j < n and code[j] not in "'\n":
                 j += 2 if code[j] == "\\" else 1
@@ -119,19 +135,96 @@ def strip_cpp(text):
             if digraph:
                 code[i:i + len(digraph)] = DIGRAPHS[digraph]
             i += len(digraph) if digraph else 1
-    return "".join(code), line_of, comments
+    return "".join(code), line_of, comments, spliced, blanked
 
 
 def scan_cpp(text, rules):
     """([(line, rule, reason, match)], comments, includes): rule matches over C/C++ text; includes are
-    (line, kind, name) with kind '"', '<' or '' (computed)."""
-    code, line_of, comments = strip_cpp(text)
-    hits, includes = [], []
+    (line, kind, name) with kind '"', '<' or '' (computed). Read with and without trigraphs (a C build in an ISO mode
+    has them, C++17 has none: what either hides in a comment the other reads), the text rules also over adjacent
+    string literals joined (`"op" "en"` is `"open"`, as the compiler joins them); the comments are C++17's."""
+    hits, includes, comments = [], [], None
+    for trigraphs in (False, True):
+        code, line_of, found = strip_cpp(text, trigraphs)
+        comments = found if comments is None else comments
+        for view in (code, join_literals(code)):
+            h, i = _scan_view(view, line_of, rules, includes=view is code)
+            hits += [x for x in h if x not in hits]
+            includes += [x for x in i if x not in includes]
+    return hits, comments, includes
+
+
+def compiler_disagrees(text, language="c++"):
+    """Why the compiler reads code where the audit's C++17 reading sees a comment (so the rules never read it), or
+    None where it does not or no compiler is there (nothing is built without one). Asked with `-fpreprocessed`, which
+    removes comments and nothing else (no macro, no include), given the text after the first phases (splices
+    joined), so that both read one stream, line by line: each line's code to the compiler must be among the audit's
+    (the audit may read more as code: a `//` comment it ends at a splice)."""
+    cxx = shutil.which(os.environ.get("CXX") or "c++")
+    if cxx is None:
+        return None
+    _, _, _, spliced, blanked = _strip(text, trigraphs=False)
+    # One ASCII stand-in for every other character (the compiler writes those in identifiers as UCNs); none of them
+    # opens or closes a comment or literal.
+    spliced = re.sub(r"[^\x00-\x7f]", "@", spliced)
+    if _LINE_DIRECTIVE.search(spliced):
+        return "a line directive (`#line`, `# N \"file\"`) renumbers the lines the compiler reports"
+    std = "-std=gnu17" if language == "c" else "-std=c++17"
+    try:
+        p = subprocess.run([cxx, "-x", language, std, "-fpreprocessed", "-dD", "-E", "-w", "-"],
+                           input=spliced.encode(), capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"the compiler's preprocessor could not read it ({e})"
+    if p.returncode != 0:
+        why = next((ln for ln in p.stderr.decode("utf-8", "replace").splitlines() if "error" in ln), "")
+        return f"the compiler's preprocessor refused it: {why.strip()[:160]}"
+    ours = "".join("\n" if c == "\n" else " " if i in blanked else c for i, c in enumerate(spliced)).split("\n")
+    line = 1
+    for row in p.stdout.decode("ascii", "replace").split("\n"):
+        m = _MARKER.match(row)
+        if m:
+            line = int(m.group(1))
+            continue
+        theirs, mine = "".join(row.split()), iter("".join(ours[line - 1].split()) if line <= len(ours) else "")
+        if not all(c in mine for c in theirs):      # a subsequence of the audit's code on that line
+            return (f"the compiler reads code on line {line} where the audit reads a comment (`{theirs[:60]}`): its "
+                    f"comments and literals are read otherwise than the compiler reads them")
+        line += 1
+    return None
+
+
+_LINE_DIRECTIVE = re.compile(r"(?m)^[ \t]*#[ \t]*(line\b|\d)")
+_MARKER = re.compile(r'# (\d+) "<stdin>"(?: \d+)*$')
+
+
+def join_literals(code):
+    """`code` with each run of adjacent string literals made one (`"op" "en"` -> `"open"` and blanks after it, so
+    that every position keeps its line)."""
+    out, i, n = list(code), 0, len(code)
+    while i < n:
+        m = _LITERAL_RUN.match(code, i)
+        if m is None:
+            i += 1
+            continue
+        parts = _ONE_LITERAL.findall(m.group(0))
+        if len(parts) > 1:
+            joined = '"' + "".join(parts) + '"'
+            out[i:m.end()] = joined + " " * (m.end() - i - len(joined))
+        i = m.end()
+    return "".join(out)
+
+
+_ONE_LITERAL = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
+_LITERAL_RUN = re.compile(r'"(?:[^"\\\n]|\\.)*"(?:\s*(?:u8|u|U|L)?"(?:[^"\\\n]|\\.)*")+')
+
+
+def _scan_view(code, line_of, rules, includes=True):
+    hits, found = [], []
 
     def at(pos):
         return line_of[pos] if pos < len(line_of) else (line_of[-1] if line_of else 1)
 
-    for m in INCLUDE.finditer(code):
+    for m in INCLUDE.finditer(code) if includes else ():
         directive, arg = m.group(1), m.group(2).strip()
         line = at(m.start())
         q = re.match(r'"([^"]*)"|<([^>]*)>', arg)
@@ -141,7 +234,7 @@ def scan_cpp(text, rules):
             hits.append((line, "dynamic-name", f"#{directive} of a computed name `{arg[:40]}`", arg))
             continue
         name = q.group(1) if q.group(1) is not None else q.group(2)
-        includes.append((line, '"' if q.group(1) is not None else "<", name))
+        found.append((line, '"' if q.group(1) is not None else "<", name))
         for rule, kind, rx, reason in rules:
             if kind == "include" and rx.search(name):
                 hits.append((line, rule, f"{reason} <{name}>", name))
@@ -151,7 +244,7 @@ def scan_cpp(text, rules):
                 hits.append((at(m.start()), rule, f"{reason}: `{m.group(0).strip()[:40]}`", m.group(0)))
     for pos, reason, text in narrow_calls(code):
         hits.append((at(pos), "narrow-numerics", reason, text))
-    return hits, comments, includes
+    return hits, found
 
 
 _STRING_RULES = [r for r in rules.CPP_RULES if r[2] is not rules.NARROW_TEXT]   # NARROW_TEXT: every string already
@@ -226,6 +319,9 @@ def audit_sources(solution, cpp, include_dirs, other):
         hits, unit.comments, includes = scan_cpp(text, rules.CPP_RULES + rules.CPP_ONLY_RULES)
         for line, rule, reason, _ in hits:
             unit.add(line, rule, reason)
+        differs = compiler_disagrees(text, "c" if f.endswith(".c") else "c++")
+        if differs:
+            unit.add(1, "unaudited-file", differs)
         for line, kind, name in includes:
             found = files.resolve_include(unit, line, kind, name, os.path.dirname(f), include_dirs, solution.base)
             if everything is None and solution.path == solution.base:

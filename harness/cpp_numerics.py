@@ -23,8 +23,8 @@ _SCALES = re.compile(r"[\w)\].]\s*[*/](?![/*=])|\b(" + "|".join(rules.DIVIDES + 
 _DIVIDES = re.compile(r"[\w)\]]\s*/(?![/*=])|\b(" + "|".join(rules.DIVIDES) + r")\s*\(")
 _CLOSING, _TIMES = re.compile(r"\s*\)"), re.compile(r"\s*[*/](?![/*=])")
 _METHOD = re.compile(r"\s*(?:\.|->)\s*(\w+)\s*(?:<[^<>()]*>\s*)?\(")
-_INT_CAST = re.compile(r"(\(\s*((un)?signed\s+)?(int|long|long\s+long|short|size_t|u?int(16|32|64)_t|index_t)\s*\)|"
-                       r"static_cast\s*<[^<>]*\b(int|long|short|size_t|u?int(16|32|64)_t|index_t)\s*>\s*\()"
+_INT_CAST = re.compile(r"(\(\s*((un)?signed\s+)?(int|long|long\s+long|short|char|size_t|(__)?u?int(8|16|32|64)_t|index_t)"
+                       r"\s*\)|static_cast\s*<[^<>]*\b(int|long|short|char|size_t|(__)?u?int(8|16|32|64)_t|index_t)\s*>\s*\()"
                        r"\s*(\w*\s*::\s*)*$")
 _ARGS_CAP = 2000     # characters of a call's arguments read: numbers and dtypes are short, a longer call is not split
 _ROUNDING_CAST = re.compile(r"\b(k|ScalarType\s*::\s*)(Int|Int32|Short|Int16)\b")

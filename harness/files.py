@@ -27,7 +27,7 @@ BIG_FILE = tree.BIG_FILE       # bytes: a longer source is data, not code (and i
 # is one token without blanks or shell syntax; options that run, load or include other files are refused (alone,
 # after `=` or `,`: `-Xcompiler=-include,x`, `-Wp,-imacros,x`), and so are absolute and parent paths.
 _FLAG_SHELL = re.compile(r"[\s$`'\"\\;|&<>()*?\[\]{}~#!]|^$")
-_FLAG_OUTSIDE = re.compile(r"(^|[,=])(-wrapper|-include|-imacros|--pre-include|-fplugin|--?specs|-B|-L|--library-path|"
+_FLAG_OUTSIDE = re.compile(r"(^|[,=])-?(-wrapper|-include|-imacros|--pre-include|-fplugin|--?specs|-B|-L|--library-path|"
                            r"-Wl,|-Xlinker|--linker-options|-Wp,|-Xpreprocessor|-ccbin|--compiler-bindir|--?sysroot|"
                            r"-isysroot|--options-file|-optf|-trigraphs|@)")
 _FLAG_PATH = re.compile(r"(^-*[\w+-]*|[,=:])/|\.\.")

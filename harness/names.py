@@ -10,7 +10,10 @@
 import ast
 import builtins
 import dataclasses
+import functools
+import importlib
 import operator
+import types
 
 from harness import files, rules
 
@@ -431,6 +434,27 @@ class FileNames:
         return not isinstance(p, (ast.Compare, ast.arguments, ast.Expr))
 
     def is_module(self, node):
-        """Whether an expression is (known to be) a module."""
+        """Whether an expression is (known to be) a module: one the file or the solution imports, or a module of an
+        installed package reached by attribute (`torch.nn.functional`, never imported by that name)."""
         known = self.module_values | self.ctx.modules.module_values
-        return any(e in known for q in self.qualify(node) for e in self.ctx.expand(q))
+        return any(e in known or live_module(e) for q in self.qualify(node) for e in self.ctx.expand(q))
+
+
+LIVE_ROOTS = ("torch", "triton", "numpy")     # the packages whose submodules a solution reaches by attribute
+
+
+@functools.lru_cache(maxsize=4096)
+def live_module(dotted):
+    """Whether `dotted` is a module (or a namespace that is one: `torch.ops`, `torch.ops.aten`) of a package of
+    LIVE_ROOTS, found by walking its attributes in the audit's own process: the solution imports the same installed
+    packages."""
+    parts = dotted.split(".")
+    if parts[0] not in LIVE_ROOTS or len(parts) < 2:
+        return False
+    try:
+        obj = importlib.import_module(parts[0])
+        for p in parts[1:]:
+            obj = getattr(obj, p)
+    except Exception:       # noqa: BLE001 - any name that does not resolve is no module
+        return False
+    return isinstance(obj, types.ModuleType)

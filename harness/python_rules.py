@@ -249,6 +249,17 @@ class Checker(ast.NodeVisitor):
         else:
             self.visit(r)
 
+    def visit_match_case(self, node):
+        """A class pattern reads the subject's attributes by names that are no attribute nodes (`case
+        object(int8=i8)` is getattr(subject, "int8")); a mapping pattern reads its items by key (`case {"open": f}`
+        on a module's dict): the audit cannot judge what either reads."""
+        for p in ast.walk(node.pattern):
+            if isinstance(p, (ast.MatchClass, ast.MatchMapping)):
+                kind = "class" if isinstance(p, ast.MatchClass) else "mapping"
+                self.add(p, "dynamic-name", f"a `match` {kind} pattern reads the subject's "
+                                            f"{'attributes' if kind == 'class' else 'items'} by name, unseen by the audit")
+        self.generic_visit(node)
+
     def visit_Subscript(self, node):
         if isinstance(node.ctx, (ast.Store, ast.Del)):
             self.check_store(node, node, "assigns" if isinstance(node.ctx, ast.Store) else "deletes")

@@ -33,8 +33,14 @@ class Rule:
 
 
 def calls(names):
-    """A regex for calls of C functions: bare, `::name(` or `std::name(`; not `obj.name(`, `p->name(`, `ns::name(`."""
-    return r"(?:(?<![\w:])(?:std\s*)?::\s*|(?<![\w.>:]))(?:" + names + r")\s*\("
+    """A regex for calls of C functions: bare, `::name(` or `std::name(`; not `obj.name(`, `p->name(`, `ns::name(`.
+    Also the function named as a value, which calls it under another name: its address (`&fork`), an argument,
+    initialiser or return value (`auto f = fork;`), a using-declaration (`using ::execv;`), a macro or -D value
+    (`#define OPEN open`, `-DOPEN=open`)."""
+    bare = r"(?:(?<![\w:])(?:std\s*)?::\s*|(?<![\w.>:]))"
+    return (rf"{bare}(?:{names})\s*\(|(?:&|[=(,]|\breturn\b)\s*{bare}(?:{names})\s*(?=[;,)]|$)|"
+            rf"&\s*{bare}(?:{names})\b|\busing\s+(?:std\s*)?::\s*(?:{names})\b|"
+            rf"(?:#[ \t]*define[ \t]+\w+(?:\([^)\n]*\))?[ \t]+|-D\w+=)(?:std\s*)?(?:::\s*)?(?:{names})\b")
 
 
 # Narrow formats. In Python identifiers `float4` is a dtype; in C++ it is CUDA's 4-vector, so the text pattern
@@ -44,21 +50,25 @@ _NARROW_COMMON = (r"e4m3|e5m2|e2m1|e3m2|e2m3|e8m0|nvfp4|nvf4|mxfp|mxf[468]|f8f6f
 NARROW_PY = re.compile(r"(?i)(float8|fp8|float6|fp6|float4|fp4)(?!\d)|(?<![a-z0-9])q(u)?int\d|"
                        r"(?<![a-z0-9])u?int[2-8](?!\d)|quantize|fake_quant|(char|byte)(tensor|storage)|"
                        r"(float|double|half|bfloat16)2u?(int|ll|short|char)_r[nzdu]|" + _NARROW_COMMON)
-NARROW_TEXT = re.compile(r"(?i)(fp8|fp6|fp4|float8)(?!\d)|\bu?int8_t\b|__nv_fp|dp4a|dp2a|\.[su][48]\.[su][48]|\.b1\.b1|"
+NARROW_TEXT = re.compile(r"(?i)(fp8|fp6|fp4|float8)(?!\d)|(?<![a-z0-9])u?int8_t\b|__nv_fp|dp4a|dp2a|\.[su][48]\.[su][48]|\.b1\.b1|"
                          r"precision::(s4|u4|b1)|kind::i8|\bu?int[1-4]b_t\b|\bbin1_t\b|" + _NARROW_COMMON)
 # The same in C/C++/CUDA text (harness/cpp.py reads the arithmetic a regex cannot decide: floor/ceil with a scale,
 # clamps to a narrow range, integer casts). Integer dtypes of 8 bits or fewer by any spelling: `kChar` after
 # `using namespace torch`, `at::ScalarType::Byte`, `signed char`, CUDA's `char4`.
 CPP_NARROW_DTYPES = re.compile(r"\b(at|torch|c10|ScalarType)\s*::\s*(Q?U?Int8|QInt32|Char|Byte|QU?Int4x2|QU?Int2x4|"
                                r"U?Int[1-7])\b|\bk(Q?U?Int8|QInt32|Char|Byte|QU?Int4x2|QU?Int2x4|U?Int[1-7])\b|"
-                               r"\bq(u)?int(8|32|4x2|2x4)\b|\bsigned\s+char\b|\b(make_)?u?char[1-4]\b")
+                               r"\bq(u)?int(8|32|4x2|2x4)\b|\bsigned\s+char\b|\b(make_)?u?char[1-4]\b|"
+                               # a type of one byte by GCC's machine mode; a ScalarType made from its number
+                               r"\bmode\s*\(\s*(__)?QI(__)?\s*\)|ScalarType\s*[>)]?\s*[({]?\s*[-+]?\s*\d|"
+                               # a value cast to a byte (not a pointer: `(char*)`, `static_cast<char*>`)
+                               r"\(\s*((un)?signed\s+)?char\s*\)\s*[\w(]|static_cast\s*<\s*((un)?signed\s+)?char\s*>")
 # Rounding to integers by any spelling, libtorch's as well as C's, CUDA's and x86's: the names nothing else uses
 # wherever they appear (a pointer to one rounds too; `__builtin_` and `__nv_` spellings too), those a solution's own
 # code may use for its own things (`round`, `trunc`, `remainder`) when called in any form (`round(`,
 # `std::round(`, `torch::round(`, `x.round(`, `p->round_(`; not `single_round(`) or named through a scope
 # (`&at::Tensor::round`, `using std::trunc`; not `std::chrono::round<ms>`), its address taken (`&round`) or given
 # to a macro (`#define R round`, `-DR=round`).
-_ROUND_NAMES = (r"l?l?rint[fl]?|nearbyint[fl]?|l?l?round[fl]|l{1,2}round|frexp[fl]?|ldexp[fl]?|trunc[fl]|modf[fl]?|"
+_ROUND_NAMES = (r"l?l?rint[fl]?|nearbyint[fl]?|roundeven[fl]?|l?l?round[fl]|l{1,2}round|frexp[fl]?|ldexp[fl]?|trunc[fl]|modf[fl]?|"
                 r"fmod[fl]?|remainder[fl]|remquo[fl]?|h2?rint|h2?trunc|floor_divide_?|bucketize|searchsorted|"
                 r"special_round|__(float|half|bfloat16|double)2u?(int|ll|short|char)_r[nzdu]")
 _ROUND_CALLED = r"round_?|rint_|trunc_?|remainder_?|fmod_|ldexp_"
@@ -224,7 +234,14 @@ TABLE = (
          names=("builtins.getattr", "operator.attrgetter", "operator.methodcaller", "string.Formatter", "_string"),
          attributes=("__getattribute__",),
          cpp=(Cpp("text", re.compile(r"##"), "token pasting builds identifiers the audit cannot read",
-                  in_strings=False),)),
+                  in_strings=False),
+              # `int sys_o(const char*, int, ...) __asm__("open");`: a declaration bound to another symbol
+              Cpp("text", re.compile(r"(?:(?<!\belse)(?<!\bdo)(?<=\w)|(?<=[)\]]))\s*\b(?:__asm__|__asm|asm)\s*\(\s*"
+                                     r"(?:u8|u|U|L)?\"[^\"\n]*\"\s*\)\s*(?=[;,={]|__attribute__|\[\[)"),
+                  "an asm label binds a declaration to another symbol (what is called is hidden)", in_strings=False),
+              # `#define LP (` then `open LP p, 0)`: a call whose parenthesis the rules never see
+              Cpp("text", re.compile(r"(?m)^[ \t]*#[ \t]*define[ \t]+\w+(?:\([^)\n]*\))?[ \t]+[()\[\]{}]+[ \t]*$"),
+                  "a macro that is only a bracket hides the calls it opens", in_strings=False))),
     Rule("narrow-numerics", "the task's numerics are bf16 weights and activations with fp32 accumulation, nothing "
                             "narrower: fp8/fp6/fp4, MX/NV block formats, int8/int4 casts and quantized matmuls, and "
                             "quantize/dequantize arithmetic (rounding values to a coarse grid) are narrower",
@@ -347,7 +364,7 @@ MODULE_ALIASES = {
 SENSITIVE = {"os", "sys", "io", "subprocess", "pickle", "marshal", "shelve", "ctypes", "cffi", "importlib",
              "builtins", "socket", "shutil", "pathlib", "tempfile", "glob", "mmap", "threading", "_thread",
              "multiprocessing", "inspect", "gc", "asyncio", "atexit", "runpy", "pkgutil", "zipimport", "fcntl",
-             "urllib", "http", "requests", *MODULE_ALIASES}
+             "urllib", "http", "requests", "torch", "triton", "numpy", *MODULE_ALIASES}
 # Methods that change the object they are called on (besides tensors' in-place `name_` methods).
 MUTATORS = {"update", "clear", "pop", "popitem", "setdefault", "append", "extend", "insert", "remove", "discard",
             "__setitem__", "__delitem__"}

@@ -3,6 +3,7 @@ stays quiet on its legitimate near-miss; the adversarial review's cases with a p
 the report, JSON and exit codes. Solutions are written into tmp_path; nothing is imported or run."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -263,6 +264,11 @@ PY_FIRES = [
     ("environment", "SRC = '''\n#include <cstdlib>\nvoid k() { getenv(\"X\"); }\n'''"),
     # a Python file that does not parse cannot be audited
     ("unaudited-file", "def run(:\n"),
+    # `match` patterns read attributes and items by name; a submodule reached by attribute is a module all the same
+    ("dynamic-name", "def f(x):\n    match x:\n        case object(int8=i8):\n            return i8"),
+    ("dynamic-name", "def f(d):\n    match d:\n        case {'open': o}:\n            return o"),
+    ("dynamic-name", "import torch\ndef f(m):\n    return m\nf(torch.nn.functional)"),
+    ("foreign-code", "def f(m, v):\n    return m.torch.ops.aten._cast_Char(v)"),
 ]
 
 
@@ -331,6 +337,7 @@ PY_QUIET = [
     "import torch\nt = torch\nx = t.zeros(1)\nfor m in (torch,):\n    pass\nok = torch is not None\n"
     "isinstance(x, torch.Tensor)\nhasattr(torch, 'compile')",                # plain aliases are followed
     "import torch\ndef f(m):\n    return m.load_state_dict({}, strict=False, assign=True)",
+    "def f(world):\n    match world:\n        case 1 | 2:\n            return 0\n        case _:\n            return 1",
 ]
 
 
@@ -392,6 +399,27 @@ CPP_FIRES = [
     ("dynamic-name", "#include HEADER_FROM_A_MACRO\n"),
     ("unaudited-file", "#include \"../../data/ref.h\"\n"),
     ("unaudited-file", "#include </etc/passwd>\n"),
+    # a name the rules ban, called under another: an asm label (its symbol split over literals, joined as the
+    # compiler joins them), its address, a value, a using-declaration, a macro, a bracket hidden in a macro
+    ("dynamic-name", 'extern "C" int sys_o(const char*, int, ...) __asm__("op" "en");\n'),
+    ("dynamic-name", 'extern "C" long rd(int, void*, unsigned long) asm("re" "ad");\n'),
+    ("process", 'long f(long n) { long r; asm volatile("sys" "call" : "=a"(r) : "a"(n)); return r; }\n'),
+    ("process", "void f() { auto pf = &fork; pf(); }\n"),
+    ("process", "int (*g())() { return fork; }\n"),
+    ("process", "namespace x { using ::execv; }\n"),
+    ("file-io", "#define OPEN open\nint f() { return OPEN(\"x\", 0); }\n"),
+    ("dynamic-name", "#define LP (\nint f() { return open LP \"x\", 0); }\n"),
+    # 8-bit numbers by any spelling: glibc's, GCC's machine mode, a ScalarType by number, a byte cast
+    ("narrow-numerics", "__int8_t q;\n"),
+    ("narrow-numerics", "typedef int i8 __attribute__((mode(QI)));\n"),
+    ("narrow-numerics", "auto f(at::Tensor w) { return w.to(static_cast<c10::ScalarType>(1)); }\n"),
+    ("narrow-numerics", "float r(float x, float s) { char c = (char)(x / s); return c * s; }\n"),
+    ("narrow-numerics", "float r(float x, float s) { return roundevenf(x / s) * s; }\n"),
+    ("narrow-numerics", 'asm("dp" "4a.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));\n'),
+    # read as C++17 reads it (no trigraphs; `L'a"'` a character literal) as well as with trigraphs: a string that
+    # one reading ends early opens no comment that hides code from the rules
+    ("file-io", 'const char* a = "??/"; const char* b = "/*";\nint f() { return open("x", 0); }\nconst char* c = "*/";\n'),
+    ("file-io", 'int k = L\'a"\'; const char* d = "/*";\nint f() { return open("x", 0); }\nconst char* e = "*/";\n'),
 ]
 
 
@@ -427,6 +455,34 @@ CPP_QUIET = [
     "#define CHECK(x) do { if (!(x)) { printf(#x); } } while (0)\n",
     "at::Tensor f(const at::Tensor& x) { auto y = at::clone(x); return x.clone().contiguous(); }\n",
 ]
+
+
+def test_cpp_quiet_near_the_new_rules(tmp_path):
+    """Pointers to bytes, asm statements, names that merely contain a banned one, index arithmetic."""
+    report = audit_cpp(tmp_path, 'void f(void* p, int n) { char* c = (char*)p; auto d = static_cast<char*>(p);\n'
+                                 '  asm volatile("cp.async.commit_group;"); int reader = n; g(reader, &reader); }\n')
+    assert not report.findings, audit.format_report(report)
+
+
+@pytest.mark.skipif(shutil.which("c++") is None, reason="needs a C++ compiler")
+def test_the_compiler_reads_no_code_that_the_audit_reads_as_a_comment(monkeypatch):
+    """compiler_disagrees asks the compiler to strip the comments and fails a file where the compiler reads code on
+    a line that the audit blanked; code the audit reads and the compiler does not (a `//` comment continued by a
+    splice) is no disagreement."""
+    from harness import cpp
+    honest = ('#pragma once\n#include "kern.h"  // local\n/* block\n   comment */\nint big = 1\'000\'000;\n'
+              'char c = \'\\\'\', d = \'"\'; const char* s = "a \\" // b /* c";\nauto r = R"x(raw "/* y */" )x";\n'
+              'wchar_t w = L\'x\'; auto z = u8"z"; int a; // note \\\nint continued;\n')
+    assert cpp.compiler_disagrees(honest) is None
+    assert "line directive" in cpp.compiler_disagrees('#line 40 "x.cu"\nint a;\n')
+    real = cpp._strip
+
+    def hides(text, trigraphs):      # an audit that took `int big` for a comment
+        code, line_of, comments, spliced, blanked = real(text, trigraphs)
+        k = spliced.index("int big")
+        return code, line_of, comments, spliced, blanked | set(range(k, k + 7))
+    monkeypatch.setattr(cpp, "_strip", hides)
+    assert "reads code on line 5" in cpp.compiler_disagrees(honest)
 
 
 def test_comment_tricks(tmp_path):
@@ -783,7 +839,8 @@ def test_review_reasons_name_the_task_rules():
                                          ("hooks_before_window.py", "monkeypatch"), ("private_ops.py", "private-name"),
                                          ("unknown_module.py", "foreign-code"), ("waives_its_audit.py", "allowance"),
                                          ("rounds_in_cpp", "narrow-numerics"),
-                                         ("includes_by_digraph", "narrow-numerics")])
+                                         ("includes_by_digraph", "narrow-numerics"),
+                                         ("matches_attributes.py", "dynamic-name")])
 def test_cheats_the_rules_catch(cheat, rule):
     assert rule in fired(audit.audit(os.path.join(ROOT, "tests", "cheats", cheat)))
 
@@ -795,6 +852,14 @@ def test_an_int8_grid_in_libtorchs_cpp_is_narrow_numerics():
     assert [(f.file, f.line, f.rule) for f in report.findings] == [("grid.inl", 10, "narrow-numerics")], \
         audit.format_report(report)
     assert "rounds values to integers" in report.findings[0].reason
+
+
+def test_code_hidden_behind_a_trigraph_reading_is_read():
+    """tests/cheats/hides_behind_a_literal: to a reading with trigraphs, `"??/"` runs on and a `/*` after it hides
+    the int8 rounding; C++17's reading (no trigraphs), which the audit makes too, reads it."""
+    report = audit.audit(os.path.join(ROOT, "tests", "cheats", "hides_behind_a_literal"))
+    assert [(f.file, f.line, f.rule) for f in report.findings] == [("ext.cpp", 18, "narrow-numerics")], \
+        audit.format_report(report)
 
 
 def test_an_alias_of_itself_terminates(tmp_path):
@@ -839,7 +904,8 @@ def test_manifest(tmp_path):
                                   "-Xcompiler=-include,notes.txt", "-Wp,-imacros,notes.txt", "-isystem/usr/include",
                                   "-idirafter/x", "-iquote../up", "--sysroot=/", "-specs=x.specs", "-Bbin",
                                   "-fplugin=./p.so", "-Xpreprocessor", "-Xlinker", "-Wl,-T,x.ld", "-ccbin=gcc",
-                                  "--compiler-bindir=x", "--options-file=opts", "@opts", "-Iinclude/../.."])
+                                  "--compiler-bindir=x", "--options-file=opts", "@opts", "-Iinclude/../..",
+                                  "--include=notes.txt", "--imacros=x.h"])
 def test_flags_are_plain_tokens_that_read_no_other_file(tmp_path, flag):
     """cpp_extension writes each flag unquoted into build.ninja and ninja runs it through /bin/sh: a flag with blanks
     or shell syntax is a command line of its own (hostile-h15's `-i''nclude "$$(...)"/notes.txt`), and the options

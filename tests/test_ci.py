@@ -104,7 +104,8 @@ def test_cheat_fails_for_its_reason(tiny_data, tmp_path, cheat):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("cheat", ["private_ops.py", "unknown_module.py", "waives_its_audit.py"])
+@pytest.mark.parametrize("cheat", ["private_ops.py", "unknown_module.py", "waives_its_audit.py",
+                                   "matches_attributes.py", "hides_behind_a_literal"])
 def test_what_only_the_audit_stops_passes_every_runtime_check(tiny_data, tmp_path, cheat):
     """Narrow numerics inside run() stay inside the allowance: with the audit off every runtime check passes (exit 6,
     the audit not run), so the audit's rules are what fail these cheats."""

@@ -21,8 +21,9 @@ What is read, and how (one module of harness/ each; the rules themselves are one
   the tree, docstrings and bare string statements are skipped; other string constants are scanned for narrow
   formats and, when they look like C/C++ or PTX source (`;`, `{`, `#include`), by the C++ rules too.
 - C/C++/CUDA sources and headers by text (harness/cpp.py): line splices joined, `//` and `/* */` comments blanked
-  (string literals kept, so PTX inside `asm("...")` is read), read with trigraphs and without (C's ISO modes have
-  them, C++17 not), and again with adjacent string literals joined (`"op" "en"`); where a compiler is there, a file
+  (string literals kept, so PTX inside `asm("...")` is read), tokens as C++ lexes them (identifiers,
+  numbers with their separators, header names), read without trigraphs (C++17, as the build reads every source; a
+  flag choosing an older standard is refused) and with them, and again with adjacent string literals joined (`"op" "en"`); where a compiler is there, a file
   on which it reads code that the audit took for a comment is a finding (`-fpreprocessed`, harness/cpp.py
   compiler_disagrees); then regexes (a banned function called, or named as a value, an address, a using-declaration
   or a macro; an asm label); the task's own `spec.RULES["file-io"]`

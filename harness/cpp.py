@@ -100,6 +100,13 @@ def _strip(text, trigraphs):
                 code[k] = " "
             blanked.update(range(i, end))
             i = end
+        elif c == "<" and _directive_line(code, i):
+            # a header name (`#include <x/*y>`, `__has_include(<none/*>)`) holds no comment to the compiler; a `<`
+            # that is a comparison, read as one too, only keeps more text for the rules
+            j = i + 1
+            while j < n and code[j] not in ">\n":
+                j += 1
+            i = j + 1 if j < n and code[j] == ">" else i + 1
         elif c == '"':
             raw = re.search(r"(?:^|[^\w])(?:u8|u|U|L)?R$", "".join(code[max(0, i - 5):i]))
             if raw:
@@ -114,15 +121,29 @@ def _strip(text, trigraphs):
                 while j < n and code[j] not in '"\n':
                     j += 2 if code[j] == "\\" else 1
                 i = j + 1
+        elif c.isalpha() or c in "_$":
+            # an identifier, whole: its digits start no number, and a prefix (`L'a"'`, `u8"x"`) is read before the
+            # literal it opens
+            j = i + 1
+            while j < n and (code[j].isalnum() or code[j] in "_$"):
+                j += 1
+            i = j
+        elif c.isdigit() or (c == "." and nxt.isdigit()):
+            # a preprocessing number, whole, as C++ reads one: digit separators (`1'000`, `.1'x`) and exponent
+            # signs inside it, so that a `'` after it opens a character literal
+            j = i + 1
+            while j < n:
+                d = code[j]
+                if d in "eEpP" and j + 1 < n and code[j + 1] in "+-":
+                    j += 2
+                elif d.isalnum() or d in "_.":
+                    j += 1
+                elif d == "'" and j + 1 < n and (code[j + 1].isalnum() or code[j + 1] == "_"):
+                    j += 2
+                else:
+                    break
+            i = j
         elif c == "'":
-            k = i
-            while k > 0 and (code[k - 1].isalnum() or code[k - 1] in "_.'"):
-                k -= 1
-            number = code[k].isdigit() or (code[k] == "." and k + 1 < i and code[k + 1].isdigit())
-            if k < i and number and (nxt.isalnum() or nxt == "_"):    # a digit separator inside a number: 1'000'000
-                i += 1
-                continue
-            # else a character literal, its prefix (`L'a"'`, `u8'x'`) an identifier before it
             j = i + 1
             while j < n and code[j] not in "'\n":
                 j += 2 if code[j] == "\\" else 1
@@ -136,6 +157,16 @@ def _strip(text, trigraphs):
                 code[i:i + len(digraph)] = DIGRAPHS[digraph]
             i += len(digraph) if digraph else 1
     return "".join(code), line_of, comments, spliced, blanked
+
+
+def _directive_line(code, i):
+    """Whether position i of `code` (a list of characters) is on a preprocessor directive's line."""
+    k = i
+    while k > 0 and code[k - 1] != "\n":
+        k -= 1
+    while k < i and code[k] in " \t":
+        k += 1
+    return code[k] == "#" or (code[k] == "%" and k + 1 < i and code[k + 1] == ":")
 
 
 def scan_cpp(text, rules):
@@ -154,7 +185,7 @@ def scan_cpp(text, rules):
     return hits, comments, includes
 
 
-def compiler_disagrees(text, language="c++"):
+def compiler_disagrees(text):
     """Why the compiler reads code where the audit's C++17 reading sees a comment (so the rules never read it), or
     None where it does not or no compiler is there (nothing is built without one). Asked with `-fpreprocessed`, which
     removes comments and nothing else (no macro, no include), given the text after the first phases (splices
@@ -169,9 +200,8 @@ def compiler_disagrees(text, language="c++"):
     spliced = re.sub(r"[^\x00-\x7f]", "@", spliced)
     if _LINE_DIRECTIVE.search(spliced):
         return "a line directive (`#line`, `# N \"file\"`) renumbers the lines the compiler reports"
-    std = "-std=gnu17" if language == "c" else "-std=c++17"
     try:
-        p = subprocess.run([cxx, "-x", language, std, "-fpreprocessed", "-dD", "-E", "-w", "-"],
+        p = subprocess.run([cxx, "-x", "c++", "-std=c++17", "-fpreprocessed", "-dD", "-E", "-w", "-"],
                            input=spliced.encode(), capture_output=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"the compiler's preprocessor could not read it ({e})"
@@ -319,7 +349,7 @@ def audit_sources(solution, cpp, include_dirs, other):
         hits, unit.comments, includes = scan_cpp(text, rules.CPP_RULES + rules.CPP_ONLY_RULES)
         for line, rule, reason, _ in hits:
             unit.add(line, rule, reason)
-        differs = compiler_disagrees(text, "c" if f.endswith(".c") else "c++")
+        differs = compiler_disagrees(text)      # every file as C++: the build's compiler (g++) reads a `.c` so
         if differs:
             unit.add(1, "unaudited-file", differs)
         for line, kind, name in includes:

@@ -31,6 +31,9 @@ _FLAG_OUTSIDE = re.compile(r"(^|[,=])-?(-wrapper|-include|-imacros|--pre-include
                            r"-Wl,|-Xlinker|--linker-options|-Wp,|-Xpreprocessor|-ccbin|--compiler-bindir|--?sysroot|"
                            r"-isysroot|--options-file|-optf|-trigraphs|@)")
 _FLAG_PATH = re.compile(r"(^-*[\w+-]*|[,=:])/|\.\.")
+# A language standard of C++17 or later (torch's headers need it): an older one, or an ISO C mode, reads trigraphs,
+# and the audit's reading of comments and literals would no longer be the compiler's.
+_FLAG_STANDARD = re.compile(r"(^|[,=])--?(ansi\b|trigraphs\b|std\b(?!=(c|gnu)\+\+(17|1z|20|2a|23|2b|26|2c)($|,)))")
 
 
 class UsageError(ValueError):
@@ -227,6 +230,9 @@ def check_manifest(unit, text, folder, cpp):
             if _FLAG_SHELL.search(flag):
                 unit.add(line_of(flag), "unaudited-file", f"{key} `{flag}` is not one plain token: the build hands "
                                                           f"flags to a shell, which may run or include anything")
+            elif _FLAG_STANDARD.search(flag):
+                unit.add(line_of(flag), "unaudited-file", f"{key} `{flag}` chooses a language standard before C++17 "
+                                                          f"(or C's), which reads trigraphs")
             elif _FLAG_OUTSIDE.search(flag) or _FLAG_PATH.search(flag):
                 unit.add(line_of(flag), "unaudited-file", f"{key} `{flag}` reaches files outside the solution")
             elif flag.startswith("-I"):

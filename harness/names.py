@@ -384,6 +384,8 @@ class FileNames:
             if node.id in BUILTIN_NAMES and (node not in self.parent or not self.is_local(node.id, node)):
                 out.add("builtins." + node.id)
             return out
+        if isinstance(node, ast.NamedExpr):          # `(t := torch).jit` is torch.jit
+            return self.qualify(node.value)
         if isinstance(node, ast.Attribute):
             if node.attr == "__class__":
                 return {self.type_of(node.value)}

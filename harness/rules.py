@@ -35,10 +35,10 @@ class Rule:
 def calls(names):
     """A regex for calls of C functions: bare, `::name(` or `std::name(`; not `obj.name(`, `p->name(`, `ns::name(`.
     Also the function named as a value, which calls it under another name: its address (`&fork`), an argument,
-    initialiser or return value (`auto f = fork;`), a using-declaration (`using ::execv;`), a macro or -D value
+    initialiser, template argument, operand or return value (`auto f = fork;`, `opener<open>`, `+read`, `{fork}`), a using-declaration (`using ::execv;`), a macro or -D value
     (`#define OPEN open`, `-DOPEN=open`)."""
     bare = r"(?:(?<![\w:])(?:std\s*)?::\s*|(?<![\w.>:]))"
-    return (rf"{bare}(?:{names})\s*\(|(?:&|[=(,]|\breturn\b)\s*{bare}(?:{names})\s*(?=[;,)]|$)|"
+    return (rf"{bare}(?:{names})\s*\(|(?:[&=(,<{{+*?:!|-]|\breturn\b)\s*{bare}(?:{names})\s*(?=[;,)>}}:?]|$)|"
             rf"&\s*{bare}(?:{names})\b|\busing\s+(?:std\s*)?::\s*(?:{names})\b|"
             rf"(?:#[ \t]*define[ \t]+\w+(?:\([^)\n]*\))?[ \t]+|-D\w+=)(?:std\s*)?(?:::\s*)?(?:{names})\b")
 
@@ -59,7 +59,10 @@ CPP_NARROW_DTYPES = re.compile(r"\b(at|torch|c10|ScalarType)\s*::\s*(Q?U?Int8|QI
                                r"U?Int[1-7])\b|\bk(Q?U?Int8|QInt32|Char|Byte|QU?Int4x2|QU?Int2x4|U?Int[1-7])\b|"
                                r"\bq(u)?int(8|32|4x2|2x4)\b|\bsigned\s+char\b|\b(make_)?u?char[1-4]\b|"
                                # a type of one byte by GCC's machine mode; a ScalarType made from its number
-                               r"\bmode\s*\(\s*(__)?QI(__)?\s*\)|ScalarType\s*[>)]?\s*[({]?\s*[-+]?\s*\d|"
+                               r"\bmode\s*\(\s*(__)?QI(__)?\s*\)|\bu?int_(least|fast)8_t\b|__U?INT8_TYPE__|"
+                               r"\bstd\s*::\s*byte\b|_BitInt\s*\(\s*[1-8]\s*\)|"
+                               r"static_cast\s*<[^<>]*ScalarType\s*>\s*\(\s*[-+]?\d|\bScalarType\s*[({]\s*[-+]?\d|"
+                               r"\(\s*(\w+\s*::\s*)*ScalarType\s*\)\s*\(?\s*[-+]?\d|"
                                # a value cast to a byte (not a pointer: `(char*)`, `static_cast<char*>`)
                                r"\(\s*((un)?signed\s+)?char\s*\)\s*[\w(]|static_cast\s*<\s*((un)?signed\s+)?char\s*>")
 # Rounding to integers by any spelling, libtorch's as well as C's, CUDA's and x86's: the names nothing else uses
@@ -96,7 +99,7 @@ TABLE = (
                 "numpy.load", "numpy.save", "numpy.savez", "numpy.savez_compressed", "numpy.fromfile",
                 "numpy.memmap", "numpy.loadtxt", "numpy.savetxt", "numpy.genfromtxt", "numpy.fromregex",
                 "numpy.lib.format", "numpy.lib.npyio", "numpy.DataSource",
-                "torch.load", "torch.save", "torch.from_file", "torch.serialization", "torch.package", "torch.hub",
+                "torch.load", "torch.save", "torch.from_file", "torch.serialization", "torch.package", "torch.hub", "torch.utils.model_zoo",
                 "torch.jit.load", "torch.jit.save", "torch.distributed.checkpoint", "torch.distributed.FileStore",
                 "torch.utils.tensorboard", "torch.utils.data.datapipes", "safetensors", "h5py", "dill", "cloudpickle", "joblib",
                 # well-known readers in third-party packages (a static audit cannot list them all)
@@ -115,7 +118,8 @@ TABLE = (
               Cpp("text", re.compile(calls(
                   r"open|openat|open64|creat|read|write|pread64|pwrite64|close|lseek|unlink|unlinkat|rename|"
                   r"renameat2?|truncate|ftruncate|fallocate|posix_fallocate|mkdir|rmdir|opendir|readdir|stat|lstat|fstat|access|readlink|"
-                  r"symlink|chdir|dup[23]?|pipe2?|mkfifo|memfd_create|sendfile|tmpfile|tmpnam|mkstemp|mkdtemp")),
+                  r"symlink|chdir|dup[23]?|pipe2?|mkfifo|memfd_create|sendfile|tmpfile|tmpnam|mkstemp|mkdtemp|statx|"
+                  r"open_by_handle_at|name_to_handle_at")),
                   "calls a POSIX file function"),
               Cpp("text", re.compile(r"\bcuFile\w*|\bcuModuleLoad\s*\(|\bcu(da)?LibraryLoadFromFile|\bcuLinkAddFile"),
                   "loads a file through CUDA"))),
@@ -150,7 +154,7 @@ TABLE = (
                   "includes a process or thread header"),
               Cpp("text", re.compile(
                   r"\bstd\s*::\s*(thread|jthread|async)\b|\bpthread_\w+|" + calls(
-                      r"system|popen|fork|vfork|execl|execle|execlp|execv|execve|execvp|execvpe|fexecve|posix_spawnp?|"
+                      r"system|popen|fork|vfork|clone3?|execl|execle|execlp|execv|execve|execveat|execvp|execvpe|fexecve|posix_spawnp?|"
                       r"kill|killpg|signal|sigaction|atexit|at_quick_exit|on_exit|daemon|_exit|_Exit|quick_exit") +
                   r"|\bsyscall\b|\bsysenter\b|\bint\s+\$?0x80\b|"
                   r"__attribute__\s*\(\(\s*(constructor|destructor)|\[\[\s*gnu\s*::\s*(constructor|destructor)|"
@@ -237,11 +241,11 @@ TABLE = (
                   in_strings=False),
               # `int sys_o(const char*, int, ...) __asm__("open");`: a declaration bound to another symbol
               Cpp("text", re.compile(r"(?:(?<!\belse)(?<!\bdo)(?<=\w)|(?<=[)\]]))\s*\b(?:__asm__|__asm|asm)\s*\(\s*"
-                                     r"(?:u8|u|U|L)?\"[^\"\n]*\"\s*\)\s*(?=[;,={]|__attribute__|\[\[)"),
+                                     r"(?:u8|u|U|L)?\"[\w.$@]+\"\s*\)\s*(?=[;,={]|__attribute__|\[\[)"),
                   "an asm label binds a declaration to another symbol (what is called is hidden)", in_strings=False),
               # `#define LP (` then `open LP p, 0)`: a call whose parenthesis the rules never see
-              Cpp("text", re.compile(r"(?m)^[ \t]*#[ \t]*define[ \t]+\w+(?:\([^)\n]*\))?[ \t]+[()\[\]{}]+[ \t]*$"),
-                  "a macro that is only a bracket hides the calls it opens", in_strings=False))),
+              Cpp("text", re.compile(r"(?m)^[ \t]*#[ \t]*define[ \t]+\w+(?:\([^)\n]*\))?[ \t]+\(+[ \t]*$"),
+                  "a macro that is only an opening parenthesis hides the calls it opens", in_strings=False))),
     Rule("narrow-numerics", "the task's numerics are bf16 weights and activations with fp32 accumulation, nothing "
                             "narrower: fp8/fp6/fp4, MX/NV block formats, int8/int4 casts and quantized matmuls, and "
                             "quantize/dequantize arithmetic (rounding values to a coarse grid) are narrower",

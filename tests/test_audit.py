@@ -269,6 +269,8 @@ PY_FIRES = [
     ("dynamic-name", "def f(d):\n    match d:\n        case {'open': o}:\n            return o"),
     ("dynamic-name", "import torch\ndef f(m):\n    return m\nf(torch.nn.functional)"),
     ("foreign-code", "def f(m, v):\n    return m.torch.ops.aten._cast_Char(v)"),
+    ("foreign-code", "import torch\nu = (t := torch).jit.CompilationUnit('def f(x): return x')"),
+    ("file-io", "import torch\nf = torch.utils.model_zoo.load_url"),
 ]
 
 
@@ -416,6 +418,16 @@ CPP_FIRES = [
     ("narrow-numerics", "float r(float x, float s) { char c = (char)(x / s); return c * s; }\n"),
     ("narrow-numerics", "float r(float x, float s) { return roundevenf(x / s) * s; }\n"),
     ("narrow-numerics", 'asm("dp" "4a.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));\n'),
+    # a header name holds no comment (`<none/*>`); a number holds its separators (`.1'x`): neither hides code
+    ("narrow-numerics", "#if __has_include(<none/*>)\n#endif\nfloat r(float v, float s) { return (char)(v / s) * s; }\n"
+                        "int z = 1 */**/ 2;\n"),
+    ("narrow-numerics", "#define IGNORE(...)\nIGNORE(a.1'x' /* ')\nfloat r(float v, float s) { return (char)(v / s) * s; }"
+                        "\nint z = 1 */**/ 2;\n"),
+    ("file-io", "template <int (*F)(const char*, int, ...)> int opener(const char* p) { return F(p, 0); }\n"
+                "int f(const char* p) { return opener<open>(p); }\n"),
+    ("file-io", "auto f() { return +read; }\n"),
+    ("process", "using ForkT = int(); ForkT* f{fork};\n"),
+    ("narrow-numerics", "int_least8_t q; std::byte b;\n"),
     # read as C++17 reads it (no trigraphs; `L'a"'` a character literal) as well as with trigraphs: a string that
     # one reading ends early opens no comment that hides code from the rules
     ("file-io", 'const char* a = "??/"; const char* b = "/*";\nint f() { return open("x", 0); }\nconst char* c = "*/";\n'),
@@ -460,7 +472,10 @@ CPP_QUIET = [
 def test_cpp_quiet_near_the_new_rules(tmp_path):
     """Pointers to bytes, asm statements, names that merely contain a banned one, index arithmetic."""
     report = audit_cpp(tmp_path, 'void f(void* p, int n) { char* c = (char*)p; auto d = static_cast<char*>(p);\n'
-                                 '  asm volatile("cp.async.commit_group;"); int reader = n; g(reader, &reader); }\n')
+                                 '  asm volatile("cp.async.commit_group;"); int reader = n; g(reader, &reader);\n'
+                                 '  if (n < 0) asm("trap;"); extern __shared__ unsigned char smem[]; }\n'
+                                 'std::vector<at::ScalarType> types(2, at::kFloat);\n#define LOOP_END }\n'
+                                 '#include <cuda_bf16.h>\n#if __has_include(<cuda_fp16.h>)\n#endif\n')
     assert not report.findings, audit.format_report(report)
 
 
@@ -905,7 +920,8 @@ def test_manifest(tmp_path):
                                   "-idirafter/x", "-iquote../up", "--sysroot=/", "-specs=x.specs", "-Bbin",
                                   "-fplugin=./p.so", "-Xpreprocessor", "-Xlinker", "-Wl,-T,x.ld", "-ccbin=gcc",
                                   "--compiler-bindir=x", "--options-file=opts", "@opts", "-Iinclude/../..",
-                                  "--include=notes.txt", "--imacros=x.h"])
+                                  "--include=notes.txt", "--imacros=x.h", "-std=c++14", "-std=gnu11", "-ansi",
+                                  "--std", "-Xcompiler=-std=c++11"])
 def test_flags_are_plain_tokens_that_read_no_other_file(tmp_path, flag):
     """cpp_extension writes each flag unquoted into build.ninja and ninja runs it through /bin/sh: a flag with blanks
     or shell syntax is a command line of its own (hostile-h15's `-i''nclude "$$(...)"/notes.txt`), and the options
@@ -917,7 +933,7 @@ def test_flags_are_plain_tokens_that_read_no_other_file(tmp_path, flag):
 
 def test_honest_flags_are_clean(tmp_path):
     d = solution(tmp_path, {"k.cu": "void f() {}\n", "solution.yml": json.dumps({
-        "extension": "ext", "sources": ["k.cu"], "cflags": ["-O3", "-DNAME=1", "-std=c++17", "-Iinclude"],
+        "extension": "ext", "sources": ["k.cu"], "cflags": ["-O3", "-DNAME=1", "-std=c++17", "-std=gnu++20", "-Iinclude"],
         "cuda_cflags": ["-O3", "--use_fast_math", "-lineinfo", "-gencode=arch=compute_90,code=sm_90",
                         "-Xptxas=-v", "--expt-relaxed-constexpr"], "ldflags": ["-lcuda"]})})
     report = audit.audit(str(d))

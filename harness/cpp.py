@@ -73,7 +73,7 @@ def _strip(text, trigraphs):
         i += 1
     spliced, blanked = "".join(chars), set()
     code, comments = chars, []
-    i, n = 0, len(code)
+    i, n, prefix = 0, len(code), (-1, "")
     while i < n:
         c = code[i]
         nxt = code[i + 1] if i + 1 < n else ""
@@ -100,16 +100,14 @@ def _strip(text, trigraphs):
                 code[k] = " "
             blanked.update(range(i, end))
             i = end
-        elif c == "<" and _directive_line(code, i):
-            # a header name (`#include <x/*y>`, `__has_include(<none/*>)`) holds no comment to the compiler; a `<`
-            # that is a comparison, read as one too, only keeps more text for the rules
+        elif c == "<" and _header_name_at(code, i):
+            # a header name (`#include <x/*y>`, `__has_include(<none/*>)`) holds no comment to the compiler
             j = i + 1
             while j < n and code[j] not in ">\n":
                 j += 1
             i = j + 1 if j < n and code[j] == ">" else i + 1
         elif c == '"':
-            raw = re.search(r"(?:^|[^\w])(?:u8|u|U|L)?R$", "".join(code[max(0, i - 5):i]))
-            if raw:
+            if prefix == (i, "raw"):      # R"d(...)d" right after its prefix, an identifier read whole
                 k = i + 1
                 while k < n and k - i <= 17 and code[k] not in "(\n":
                     k += 1
@@ -121,12 +119,13 @@ def _strip(text, trigraphs):
                 while j < n and code[j] not in '"\n':
                     j += 2 if code[j] == "\\" else 1
                 i = j + 1
-        elif c.isalpha() or c in "_$":
-            # an identifier, whole: its digits start no number, and a prefix (`L'a"'`, `u8"x"`) is read before the
-            # literal it opens
+        elif _ident(c):
+            # an identifier, whole (`$` and every non-ASCII character in it, as g++ reads them): its digits start no
+            # number, and a prefix (`L'a"'`, `u8R"(`) is read before the literal it opens
             j = i + 1
-            while j < n and (code[j].isalnum() or code[j] in "_$"):
+            while j < n and (_ident(code[j]) or code[j].isdigit()):
                 j += 1
+            prefix = (j, "raw" if "".join(code[i:j]) in RAW_PREFIXES else "")
             i = j
         elif c.isdigit() or (c == "." and nxt.isdigit()):
             # a preprocessing number, whole, as C++ reads one: digit separators (`1'000`, `.1'x`) and exponent
@@ -136,9 +135,9 @@ def _strip(text, trigraphs):
                 d = code[j]
                 if d in "eEpP" and j + 1 < n and code[j + 1] in "+-":
                     j += 2
-                elif d.isalnum() or d in "_.":
+                elif d.isdigit() or d == "." or _ident(d):
                     j += 1
-                elif d == "'" and j + 1 < n and (code[j + 1].isalnum() or code[j + 1] == "_"):
+                elif d == "'" and j + 1 < n and (code[j + 1].isdigit() or _ident(code[j + 1])):
                     j += 2
                 else:
                     break
@@ -159,14 +158,23 @@ def _strip(text, trigraphs):
     return "".join(code), line_of, comments, spliced, blanked
 
 
-def _directive_line(code, i):
-    """Whether position i of `code` (a list of characters) is on a preprocessor directive's line."""
+def _ident(c):
+    return c.isalpha() or c in "_$" or ord(c) > 127
+
+
+RAW_PREFIXES = {"R", "u8R", "uR", "UR", "LR"}
+_HEADER_DIRECTIVE = re.compile(r"(?:#|%:)[ \t]*(?:include_next|include|import|embed)[ \t]*$")
+_HEADER_OPERATOR = re.compile(r"__has_(?:include_next|include|embed)[ \t]*\([ \t]*$")
+
+
+def _header_name_at(code, i):
+    """Whether the `<` at position i of `code` opens a header name: right after `#include` (`_next`, `#import`,
+    `#embed`) at a line's start, or inside `__has_include(` (`_next`, `__has_embed(`)."""
     k = i
     while k > 0 and code[k - 1] != "\n":
         k -= 1
-    while k < i and code[k] in " \t":
-        k += 1
-    return code[k] == "#" or (code[k] == "%" and k + 1 < i and code[k + 1] == ":")
+    before = "".join(code[k:i])
+    return bool(_HEADER_DIRECTIVE.fullmatch(before.lstrip(" \t")) or _HEADER_OPERATOR.search(before))
 
 
 def scan_cpp(text, rules):
@@ -189,15 +197,15 @@ def compiler_disagrees(text):
     """Why the compiler reads code where the audit's C++17 reading sees a comment (so the rules never read it), or
     None where it does not or no compiler is there (nothing is built without one). Asked with `-fpreprocessed`, which
     removes comments and nothing else (no macro, no include), given the text after the first phases (splices
-    joined), so that both read one stream, line by line: each line's code to the compiler must be among the audit's
-    (the audit may read more as code: a `//` comment it ends at a splice)."""
+    joined), so that both read one stream, line by line: each line's code to the compiler (blanks aside) must be the
+    audit's code on that line or its start (the audit may read more as code: a `//` comment it ends at a splice)."""
     cxx = shutil.which(os.environ.get("CXX") or "c++")
     if cxx is None:
         return None
     _, _, _, spliced, blanked = _strip(text, trigraphs=False)
-    # One ASCII stand-in for every other character (the compiler writes those in identifiers as UCNs); none of them
-    # opens or closes a comment or literal.
-    spliced = re.sub(r"[^\x00-\x7f]", "@", spliced)
+    # Every other character as an ASCII letter: g++ reads one in code as an identifier's (or refuses it), as the
+    # audit does, and writes it back as a UCN.
+    spliced = re.sub(r"[^\x00-\x7f]", "a", spliced)
     if _LINE_DIRECTIVE.search(spliced):
         return "a line directive (`#line`, `# N \"file\"`) renumbers the lines the compiler reports"
     try:
@@ -215,8 +223,10 @@ def compiler_disagrees(text):
         if m:
             line = int(m.group(1))
             continue
-        theirs, mine = "".join(row.split()), iter("".join(ours[line - 1].split()) if line <= len(ours) else "")
-        if not all(c in mine for c in theirs):      # a subsequence of the audit's code on that line
+        theirs, mine = "".join(row.split()), "".join(ours[line - 1].split()) if line <= len(ours) else ""
+        # The same code, or its start (the audit may read more as code: a `//` comment it ends at a splice; `#pragma
+        # once`, which the compiler drops from a main file); anything else is text the audit did not read as code.
+        if not mine.startswith(theirs):
             return (f"the compiler reads code on line {line} where the audit reads a comment (`{theirs[:60]}`): its "
                     f"comments and literals are read otherwise than the compiler reads them")
         line += 1

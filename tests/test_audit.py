@@ -423,6 +423,12 @@ CPP_FIRES = [
                         "int z = 1 */**/ 2;\n"),
     ("narrow-numerics", "#define IGNORE(...)\nIGNORE(a.1'x' /* ')\nfloat r(float v, float s) { return (char)(v / s) * s; }"
                         "\nint z = 1 */**/ 2;\n"),
+    # a `<` on a #define line opens no header name; `$` and non-ASCII characters belong to the identifier before `R"`
+    ("narrow-numerics", "#define Q8(v, s) (1 < /* x > // */ 2 ? (char)(v / s) * s : 0)\n"),
+    ("narrow-numerics", 'const char* a = x$R"(q"; const char* b = "/*";\nfloat r(float v, float s) { return (char)(v / s) * s; }\n'
+                        "// */\n"),
+    ("narrow-numerics", 'const char* a = x\u00a8R"(q"; const char* b = "/*";\n'
+                        "float r(float v, float s) { return (char)(v / s) * s; }\n// */\n"),
     ("file-io", "template <int (*F)(const char*, int, ...)> int opener(const char* p) { return F(p, 0); }\n"
                 "int f(const char* p) { return opener<open>(p); }\n"),
     ("file-io", "auto f() { return +read; }\n"),
@@ -475,7 +481,8 @@ def test_cpp_quiet_near_the_new_rules(tmp_path):
                                  '  asm volatile("cp.async.commit_group;"); int reader = n; g(reader, &reader);\n'
                                  '  if (n < 0) asm("trap;"); extern __shared__ unsigned char smem[]; }\n'
                                  'std::vector<at::ScalarType> types(2, at::kFloat);\n#define LOOP_END }\n'
-                                 '#include <cuda_bf16.h>\n#if __has_include(<cuda_fp16.h>)\n#endif\n')
+                                 '#include <cuda_bf16.h>\n#if __has_include(<cuda_fp16.h>)\n#endif\n'
+                                 '#define LT(a, b) ((a) < (b)) /* true when b > a;\n   unlike fopen(), no file */\n')
     assert not report.findings, audit.format_report(report)
 
 

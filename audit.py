@@ -7,7 +7,7 @@
     report = audit("solutions/reference")      # report.ok, .findings, .allowed, .warnings
 
 What is read, and how (one module of harness/ each; the rules themselves are one table, harness/rules.py):
-- Python (`.py`) by its syntax tree (harness/python_rules.py, names through harness/names.py): names are resolved
+- Python (`.py`) by its syntax tree (harness/python_rules.py, names through harness/names.py and context.py): names are resolved
   through the file's imports and simple aliases (`t = torch`, `T = type(x)`) to dotted names (`torch.load`), which
   the rules' `names` map to rules; bare builtins (`open`, `eval`) count unless a function binds the name locally.
   Imports between the solution's own modules are followed (`helper.torch.load` is `torch.load`), and so are

@@ -12,7 +12,7 @@ import functools
 import os
 import string
 
-from harness import cpp, files, findings, names, numerics, rules
+from harness import context, cpp, files, findings, names, numerics, rules
 from harness.names import const_number, const_str, is_type, number, root
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -370,7 +370,7 @@ def parse(unit, data, ctx, project=False, file=None):
 
 def audit_sources(solution, python):
     """Every Python file of the solution, its imports of the solution's other modules followed."""
-    ctx = names.Context(files.Modules(python, solution.base, solution.extensions), project_module)
+    ctx = context.Context(files.Modules(python, solution.base, solution.extensions), project_module)
     checkers = []
     for f in python:
         if os.path.isdir(os.path.splitext(f)[0]):
@@ -407,13 +407,13 @@ def _project_module(name, mtime_ns, size, loading):
     with open(os.path.join(ROOT, f"{name}.py"), "rb") as f:
         data = f.read()
     inner = loading | {name}
-    ctx = names.Context(project=lambda n: names.EMPTY if n in inner else project_module(n, inner))
+    ctx = context.Context(project=lambda n: context.EMPTY if n in inner else project_module(n, inner))
     checker = parse(findings.Unit(f"{name}.py", files.decode_python(data)), data, ctx, project=True)
     if checker is None:
-        return names.EMPTY
+        return context.EMPTY
     checker.visit(checker.tree)
     # Harness code may set torch flags inside a restoring context (reference.fp32_exact), or pass modules around:
     # what taints a function is what it does (files, environment, processes, state ...), not its style.
     found = {fn: [(r, w) for r, w in hits if r not in ("monkeypatch", "dynamic-name")]
              for fn, hits in checker.by_function.items()}
-    return names.ProjectModule.of(checker.tree, {fn: hits[0] for fn, hits in found.items() if hits}, checker.uses)
+    return context.ProjectModule.of(checker.tree, {fn: hits[0] for fn, hits in found.items() if hits}, checker.uses)

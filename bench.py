@@ -27,9 +27,9 @@ per rank and call; no process left running; no decoy reference read; calls on th
 warm calls on unseen latents beyond noise, after a second look (two more unseen calls) where they seem to be or no
 warm unseen call was timed; the call's time not below the roofline (bounds.impossible). The ranks also report
 threads left running and replaced functions of torch, time and builtins, and a precision census of what prepare
-returned (a second line: it can only fail a call). While one solution's call runs, the other solutions' groups are
-frozen (their cgroup, or SIGSTOP), and on GPUs their ranks' CUDA is held by the driver's lock (harness/hold.py), so
-GPU work they queued after their call ran before it.
+returned (a second line: it can only fail a call). From the end of its start or call to its next call a group is
+parked: on GPUs its ranks' CUDA held by the driver's lock (harness/hold.py), so GPU work they queued ran before any
+other call, then every process of it frozen (its cgroup, or SIGSTOP); a process beside the ranks then fails it.
 
 Memory: each rank's torch.cuda.max_memory_allocated, reset before every call, plus the call's latents and (rank 0)
 out, which the judge lends. A workload's peak is the largest over its calls, warm-up included.

@@ -3,14 +3,17 @@ processes and judge as bench, each call checked in this process, and the rooflin
 
 Fresh latents exist nowhere on disk (harness/inputs.py). For each world: --fresh-calls draws of f5's shape and of
 every timed shape of the plan, each verified in full against the gate's own decode of them (fp32 on the CPU; on
-GPUs the release bf16 decode, with the allowance widened by the release's own error, or fp32 with --fp32); then
-each stored workload twice, the second time on latents the solution has seen, which must not run faster than the
+GPUs the release bf16 decode, with the allowance widened by the release's own error, or fp32 with --fp32); and
+each stored workload twice, longest first, the first at a secret place among its shape's unseen calls, the second
+(after them) on latents the solution has seen, which must not run faster than the
 fresh calls of that shape beyond noise (bench's tolerance, runner.too_fast): the fastest of a timed shape's fresh
 draws, an untimed shape's call on unseen latents after its warm-up (a shape's first call may compile or autotune),
 never a process's first call; every call is verified in full (one checked in part could be wrong in the rest, or skip
 work to lower the bar). A call that looks too fast, or has no bar yet, gets a second look: two more unseen calls of its
 shape, verified in full, against which its own time is judged again (a machine that became quieter speeds them
 too; a solution can only slow them)."""
+import secrets
+
 import bounds
 import spec
 from harness import checks, hardware, maps, report
@@ -56,8 +59,13 @@ class Gate:
     def plan(self, workloads, world):
         """[(check name, latent frames, case)] of one world, in order. A case is ("fresh", key) (verified in full),
         ("warm", key) (verified in full: a shape's first call, which may autotune, so never a bar), ("unseen", key)
-        (verified in full: an untimed shape's speed on latents never seen, the bar for its stored calls), ("stored", workload) or ("repeat", workload) (the same latents again: it
-        must not be much faster)."""
+        (verified in full: an untimed shape's speed on latents never seen, the bar for its stored calls),
+        ("stored", workload) or ("repeat", workload) (the same latents again: it must not be much faster).
+
+        A stored call stands at a secret place among the unseen calls of its shape (after the warm-up, where there is
+        one), as in bench: on GPUs a fresh long clip is checked against the release bf16 decode with the allowance
+        widened by that decode's own error, so only the stored calls hold a video to the task's rule, and a solution
+        that counted its calls would know where to be exact."""
         def frames(w):
             return spec.WORKLOADS[w].latent_frames
         # Longest first: the stored clips are prefixes of one another, and a stored call after a shorter one of the
@@ -65,21 +73,30 @@ class Gate:
         # unseen calls show.
         mine = sorted((w for w in workloads if spec.WORKLOADS[w].world == world), key=frames, reverse=True)
         timed = sorted({frames(w) for w in workloads if spec.WORKLOADS[w].timed})
-        todo = [(f"fresh latents #{k + 1} x{world}", FRESH_LATENT_FRAMES, ("fresh", f"{world}/{k}"))
-                for k in range(self.args.fresh_calls)]
-        for t in timed:
+
+        def fresh(t):
             clip = next(c for c, e in spec.CLIPS.items() if e["latent_frames"] == t)
             # Draws of each world's own: the stored latents are the same at every world, fresh ones are not.
-            todo += [(f"fresh {clip} #{k + 1} x{world}", t, ("fresh", f"{clip}/x{world}/{k}"))
-                     for k in range(self.args.fresh_calls)]
-        seen = {FRESH_LATENT_FRAMES, *timed}
+            return [(f"fresh {clip} #{k + 1} x{world}", t, ("fresh", f"{clip}/x{world}/{k}"))
+                    for k in range(self.args.fresh_calls)]
+        todo = [(f"fresh latents #{k + 1} x{world}", FRESH_LATENT_FRAMES, ("fresh", f"{world}/{k}"))
+                for k in range(self.args.fresh_calls)]
+        for t in timed:             # a timed shape's draws beside its stored call, where this world has one
+            if t not in {frames(w) for w in mine}:
+                todo += fresh(t)
+        seen = {FRESH_LATENT_FRAMES}
         for w in mine:
-            if frames(w) not in seen:
-                seen.add(frames(w))
-                clip = spec.WORKLOADS[w].clip
-                todo += [(f"warm-up {clip} x{world}", frames(w), ("warm", f"{world}/{w}")),
-                         (f"unseen {clip} x{world}", frames(w), ("unseen", f"{world}/{w}/unseen"))]
-            todo += [(w, frames(w), ("stored", w)), (f"{w} again", frames(w), ("repeat", w))]
+            t, clip = frames(w), spec.WORKLOADS[w].clip
+            if t in timed:
+                head, block = [], fresh(t)
+            elif t not in seen:
+                head = [(f"warm-up {clip} x{world}", t, ("warm", f"{world}/{w}"))]
+                block = [(f"unseen {clip} x{world}", t, ("unseen", f"{world}/{w}/unseen"))]
+            else:
+                head, block = [], []
+            seen.add(t)
+            block.insert(secrets.randbelow(len(block) + 1), (w, t, ("stored", w)))
+            todo += head + block + [(f"{w} again", t, ("repeat", w))]
         return todo
 
     def case(self, t, kind, key):

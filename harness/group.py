@@ -87,7 +87,7 @@ class Group(Pipes, Holdings):
             if changed:
                 raise GroupFailed("input modified", f"rank {changed[0]}: the weights were modified by prepare",
                                   changed[0])
-            self._hold("after prepare")
+            self._park("after prepare")
         except GroupFailed as e:
             self.close(graceful=False)
             if e.status in ("harness error", "runtime error") and earlier and "address" in e.message.lower():
@@ -184,9 +184,25 @@ class Group(Pipes, Holdings):
         return os.path.join(self.scratch[rank], disk.TRACE_NAME)
 
     def quiet(self):
-        """After a call's figures: no rank wrote more (a second `done` or `report`); its GPU work is then held."""
+        """After a call's figures: no rank wrote more (a second `done` or `report`); the group is then parked."""
         self._quiet("after its done and report")
-        self._hold("after its call")
+        self._park("after its call")
+
+    def _park(self, when):
+        """Between its calls nothing of the group runs: its CUDA held (the hold needs the ranks running, so first),
+        what it keeps of the GPUs counted, then every process frozen until its next call, while the judge decodes
+        references, starts other groups or runs their calls. A process beside the ranks then (started after the
+        call's own check, or in prepare) is the solution's: killed, and the group fails (it would run unheld and
+        unfrozen beside the others, its GPU work too)."""
+        self._hold(when)
+        self.freeze()
+        ranks = {p.pid for p in self.procs}
+        stray = self._mine() if self.jail is not None else \
+            procs.descendants_of(ranks) | {pid for pid in _orphans() if procs.marked(pid, "MASTER_PORT", self.port)}
+        if stray:
+            procs.kill(stray)
+            procs.reap(stray)
+            raise GroupFailed("tampering", f"processes left running {when}: {sorted(stray)}")
 
     def _hold(self, when):
         """Lock the ranks' CUDA until the next call (harness/hold.py; not where the profiler may run: CUPTI), then
@@ -209,6 +225,7 @@ class Group(Pipes, Holdings):
         n = z.numel()
         if self.unfrozen:
             raise GroupFailed("tampering", self.unfrozen)
+        self.freeze(False)      # parked since its last call (_park)
         self._quiet()
         self.buffers.drop_cache()       # while the ranks' CUDA is still held
         # Lent weights changed while the group waited, held and frozen, are another process's doing (another
@@ -271,12 +288,13 @@ class Group(Pipes, Holdings):
         return torch.equal(self._out.view(torch.int16), read1.view(torch.int16))
 
     def freeze(self, stop=True):
-        """Stop (or let go on) every process of this group while another group starts or runs a call. Stopped, what
-        it holds of the host's pools is counted: a group over a cap (disk.HELD_CAP, SOCKETS_CAP, its disk) is killed
-        at once, so that the other's call never runs short of them, and fails at its next call."""
+        """Stop (or let go on) every process of this group: from the end of its start or call to its next call or
+        its close. Stopped, what it holds of the host's pools is counted: a group over a cap (disk.HELD_CAP,
+        SOCKETS_CAP, its disk) is killed at once, so that another group's call never runs short of them, and fails
+        at its next call."""
         if self.jail is not None and not self.jail.freeze(stop) and self.unfrozen is None:
-            self.unfrozen = (f"its processes did not all stop within {FREEZE_S:g} s of the judge's freeze while another "
-                             f"solution's call ran (work in the kernel outlasts a freeze)")
+            self.unfrozen = (f"its processes did not all stop within {FREEZE_S:g} s of the judge's freeze between its "
+                             f"calls (work in the kernel outlasts a freeze)")
         sig = signal.SIGSTOP if stop else signal.SIGCONT
         for pid in {p.pid for p in self.procs} | self._mine():
             try:
@@ -287,7 +305,7 @@ class Group(Pipes, Holdings):
             try:
                 self._disk(now=True)
             except GroupFailed as e:
-                self.unfrozen = f"{e.message} while another solution ran"
+                self.unfrozen = f"{e.message} between its calls"
                 self._kill()
 
     def _mine(self):

@@ -2,8 +2,8 @@
 /dev/shm, the open and mapped files and sockets its processes hold (harness/disk.py), what its sockets queue
 (harness/sockets.py), the out-of-memory kills at or under its memory cap (harness/jail.py), and what it keeps of the
 GPUs' memory (harness/gpumem.py). A count over a cap,
-or a kill at the cap, is the group's failure (GroupFailed); one is made between calls, at every freeze for another
-group, and in steps while the judge waits for a `done`.
+or a kill at the cap, is the group's failure (GroupFailed); one is made between calls, at every freeze (a group is
+frozen from the end of its start or call to its next call), and in steps while the judge waits for a `done`.
 
 The host class provides: `procs` (the ranks' Popen objects), `scratch`, `logs`, `shm` (None where ranks may not write
 /dev/shm), `uid` (the group's user or None), `net` (its network namespace or None: the host's), `jail` (its cgroup or

@@ -3,6 +3,7 @@ arguments, rounding to a grid (floor/ceil/trunc with a scale, integer casts, cla
 rounded divisions scaled back), tensors viewed as integers, Triton dtypes built from text and `tl.dot` accumulating
 below fp32, torch.compile with a backend of the solution's own."""
 import ast
+import re
 
 from harness import rules
 from harness.names import const_str, number
@@ -15,6 +16,63 @@ def scaling(node, ops=(ast.Div, ast.Mult)):
     f = node.func if isinstance(node, ast.Call) else None
     name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
     return name in rules.DIVIDES + (rules.MULTIPLIES if ast.Mult in ops else ())
+
+
+FP32 = {"triton.language.float32"}
+# Tensor.type's names of the legacy tensor types ("torch.CharTensor", "torch.cuda.ShortTensor")
+LEGACY = {"Char": "torch.int8", "Byte": "torch.uint8", "Short": "torch.int16", "Int": "torch.int32",
+          "Long": "torch.int64", "Half": "torch.float16", "BFloat16": "torch.bfloat16", "Float": "torch.float32",
+          "Double": "torch.float64", "Bool": "torch.bool"}
+
+
+def text_dtypes(s):
+    """The dtypes a text names where a dtype is expected: the text itself, a legacy tensor type's dtype, and what
+    numpy reads in it ("i1", "b", "<u1": numpy.int8, numpy.uint8), resolved by numpy in the audit's own process."""
+    if not isinstance(s, str):
+        return set()
+    out = {s}
+    m = re.fullmatch(r"\s*torch\.(?:cuda\.)?(\w+)Tensor\s*", s)
+    if m and m.group(1) in LEGACY:
+        out.add(LEGACY[m.group(1)])
+    try:
+        import numpy
+        out.add(f"numpy.{numpy.dtype(s).name}")
+    except Exception:       # not a dtype numpy knows, or no numpy
+        pass
+    return out
+
+
+def _accumulates_in_fp32(self, value, seen):
+    """Whether `value` (a tl.dot call, or the accumulator given to one) holds fp32: a dot's result takes its
+    accumulator's dtype (`acc`, positional or by keyword), else its out_dtype (fp32 unless given); an accumulator is
+    fp32 where every value its name gets in the function is (tl.zeros/tl.full of fp32, a cast to fp32, a dot's),
+    and `acc += ...` keeps it. A parameter or any other expression: not traced, not fp32."""
+    q = self.names.qualify
+    if isinstance(value, ast.Call):
+        kw = {k.arg: k.value for k in value.keywords}
+        quals = q(value.func)
+        if "triton.language.dot" in quals:
+            acc = value.args[2] if len(value.args) > 2 else kw.get("acc")
+            if acc is not None:
+                return _accumulates_in_fp32(self, acc, seen)
+            return "out_dtype" not in kw or bool(q(kw["out_dtype"]) & FP32)
+        at = {"triton.language.zeros": 1, "triton.language.full": 2}
+        dtype = next((kw.get("dtype", value.args[at[n]] if len(value.args) > at[n] else None)
+                      for n in quals if n in at), None)
+        if dtype is not None:
+            return bool(q(dtype) & FP32)
+        if isinstance(value.func, ast.Attribute) and value.func.attr == "to" and value.args:
+            return bool(q(value.args[0]) & FP32)
+        return False
+    if isinstance(value, ast.Name) and value.id not in seen:
+        seen.add(value.id)
+        scope = self.names.scope_of(value)
+        given = [n.value for n in ast.walk(scope) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.NamedExpr))
+                 and n.value is not None and any(isinstance(t, ast.Name) and t.id == value.id for t in
+                                                 (n.targets if isinstance(n, ast.Assign) else [n.target]))] \
+            if scope is not None else []
+        return bool(given) and all(_accumulates_in_fp32(self, v, seen) for v in given)
+    return isinstance(value, ast.Name)      # a name met again: its other values decide
 
 
 def check(self, node):
@@ -36,11 +94,14 @@ def check(self, node):
         outer = self.parent.get(outer)
     scaled_result = outer is not None and scaling(outer)
     typed = name in ("to", "type", "astype", "view", "dtype")
+    numpy = any(q.split(".")[0] == "numpy" for q in self.names.qualify(f))
+
+    def dtypes(a):
+        return self.names.qualify(a) | (text_dtypes(const_str(a)) if typed or numpy or a in kw_dtype else set())
     for a in values:
-        dtype = {*self.names.qualify(a), const_str(a) if typed or a in kw_dtype else None} & \
-            set(rules.NARROW_DTYPES)
+        dtype = dtypes(a) & set(rules.NARROW_DTYPES)
         if dtype:
-            self.add(node, "narrow-numerics", f"`{ast.unparse(node)[:60]}` uses the dtype `{min(dtype)}`, "
+            self.add(node, "narrow-numerics", f"`{ast.unparse(node)[:60]}` uses the dtype `{min(dtype, key=len)}`, "
                                               f"which {rules.phrase('narrow-numerics')}")
     if name == "type" and method and values and not all(self.names.qualify(a) or const_str(a) for a in values):
         # Tensor.type takes a type's name as text: one built at run time hides the dtype ("torch.CharTensor")
@@ -52,11 +113,11 @@ def check(self, node):
                                        f"traced graph by names the audit cannot follow")
     if quals & {"triton.language.dtype", "torch.dtype"} and not all(const_str(a) for a in values):
         self.add(node, "dynamic-name", f"`{ast.unparse(node)[:60]}` makes a dtype from a name built at run time")
-    if "triton.language.dot" in quals and any(k.arg == "out_dtype" and not self.names.qualify(k.value) &
-                                              {"triton.language.float32"} for k in node.keywords):
-        self.add(node, "narrow-numerics", f"`{ast.unparse(node)[:60]}` accumulates in less than fp32, which "
+    if "triton.language.dot" in quals and not _accumulates_in_fp32(self, node, set()):
+        self.add(node, "narrow-numerics", f"`{ast.unparse(node)[:60]}` accumulates in less than fp32 (or in an "
+                                          f"accumulator the audit cannot trace to an fp32 one), which "
                                           f"{rules.phrase('narrow-numerics')}")
-    if name == "view" and any(self.names.qualify(a) & set(rules.INT_DTYPES) for a in values):
+    if name == "view" and any(dtypes(a) & set(rules.INT_DTYPES) for a in values):
         self.add(node, "narrow-numerics", f"`{ast.unparse(node)[:60]}` reinterprets a tensor's bits as integers "
                                           f"(bit masks round to a coarse grid), which "
                                           f"{rules.phrase('narrow-numerics')}")
@@ -69,12 +130,12 @@ def check(self, node):
     elif name.startswith(("trunc", "fix")) and operand is not None:     # no index needs them, scale or not
         self.add(node, "narrow-numerics", f"{shown} truncates a tensor to integers: {grid}")
     int_cast = name in rules.INT_CASTS and not values or name in ("to", "type", "astype") and any(
-        self.names.qualify(a) & set(rules.INT_DTYPES) for a in values)
+        dtypes(a) & set(rules.INT_DTYPES) for a in values)
     if method and int_cast and (any(scaling(n, (ast.Div,)) for n in ast.walk(f.value)) or
                                 scaled_result and any(scaling(n) for n in ast.walk(f.value))):
         self.add(node, "narrow-numerics", f"{shown}, an integer cast of a quotient, {grid}")
-    elif method and (name in ("int", "short") and not values or name in ("to", "type") and any(
-            self.names.qualify(a) & set(rules.ROUNDING_CASTS) for a in values)):
+    elif method and (name in ("int", "short") and not values or name in ("to", "type", "astype") and any(
+            dtypes(a) & set(rules.ROUNDING_CASTS) for a in values)):
         # the quotient may be lines away; indices need int64 only
         self.add(node, "narrow-numerics", f"{shown}, a cast to a 16- or 32-bit integer type, {grid}")
     if any(k.arg == "rounding_mode" and const_str(k.value) in ("floor", "trunc") for k in node.keywords) \

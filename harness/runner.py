@@ -119,15 +119,9 @@ class Runner:
         key = (sol["name"], world)
         if key not in self.groups:
             buffers = self.run.buffers_for(self.solutions.index(sol), world, max(frames))
-            others = list(self.groups.values())     # frozen while it starts, as while it runs a call
-            try:
-                for g in others:
-                    g.freeze()
-                self.groups[key] = Group(sol["desc"], world, self.geometry, self.cpu, buffers, self.run, frames,
-                                         self.run.lock, profiling=bool(self.args.profile))
-            finally:
-                for g in others:
-                    g.freeze(False)
+            # The other groups are parked (frozen, their CUDA held) from the end of their start or call to their next.
+            self.groups[key] = Group(sol["desc"], world, self.geometry, self.cpu, buffers, self.run, frames,
+                                     self.run.lock, profiling=bool(self.args.profile))
             self.info.setdefault(sol["name"], self.groups[key].info)
         return self.groups[key]
 
@@ -196,10 +190,7 @@ class Runner:
                 z, ref, allow = stored if kind != "fresh" else self.fresh.checked(key, t)
                 timeout = call_timeout(t, world, self.geometry, self.cpu, self.args.timeout_scale, first=not i)
                 self.sampler.start(world)
-                others = [g for k, g in self.groups.items() if k != (sol["name"], world)]
                 try:
-                    for g in others:
-                        g.freeze()
                     call = judged(self.groups[(sol["name"], world)], z, ref, allow, timeout, self.device,
                                   atlas=self.atlas, key=(sol["name"], workload))
                 except GroupFailed as err:
@@ -207,9 +198,6 @@ class Runner:
                     self.fail(sol, world, rec, err)
                     active.remove(sol)
                     continue
-                finally:
-                    for g in others:
-                        g.freeze(False)
                 call.update(warmup=i < warmups, inputs=kind, clocks=self.sampler.stop(),
                             second_look=bool(looks.get(sol["name"])),
                             reference="fp32" if kind != "fresh" or self.cpu else "release bf16")

@@ -862,7 +862,9 @@ def test_review_reasons_name_the_task_rules():
                                          ("unknown_module.py", "foreign-code"), ("waives_its_audit.py", "allowance"),
                                          ("rounds_in_cpp", "narrow-numerics"),
                                          ("includes_by_digraph", "narrow-numerics"),
-                                         ("matches_attributes.py", "dynamic-name")])
+                                         ("matches_attributes.py", "dynamic-name"),
+                                         ("casts_by_type_name.py", "narrow-numerics"),
+                                         ("accumulates_in_fp16.py", "narrow-numerics")])
 def test_cheats_the_rules_catch(cheat, rule):
     assert rule in fired(audit.audit(os.path.join(ROOT, "tests", "cheats", cheat)))
 

@@ -105,7 +105,7 @@ def test_cheat_fails_for_its_reason(tiny_data, tmp_path, cheat):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("cheat", ["private_ops.py", "unknown_module.py", "waives_its_audit.py",
-                                   "matches_attributes.py", "hides_behind_a_literal"])
+                                   "matches_attributes.py", "hides_behind_a_literal", "casts_by_type_name.py"])
 def test_what_only_the_audit_stops_passes_every_runtime_check(tiny_data, tmp_path, cheat):
     """Narrow numerics inside run() stay inside the allowance: with the audit off every runtime check passes (exit 6,
     the audit not run), so the audit's rules are what fail these cheats."""
@@ -282,3 +282,32 @@ def test_the_gate_on_a_narrow_terminal_prints_no_row_of_a_solution_where_its_own
     assert any("gave up" in row for row in rows) and sum("(forged)" in row for row in rows) >= 5, text[-3000:]
     forged = [row for row in rows if "(forged)" in row and not row.startswith(QUOTE[1:])]
     assert not forged, forged
+
+
+def test_a_stored_call_stands_at_a_secret_place_among_its_shapes_unseen_calls():
+    """On GPUs a fresh long clip is held to the release decode's widened allowance and only the stored calls to the
+    task's rule: counting its calls must not tell a solution which one is stored. Over many plans every place occurs,
+    never before a shape's warm-up; the repeat follows every unseen call of its shape; stored calls stay longest
+    first (a longer stored clip after a shorter one of its source could resume it)."""
+    import argparse
+    import spec
+    from harness.gate import Gate
+    args = argparse.Namespace(tiny=True, maps=False, report=None, fresh_calls=2)
+    gate = Gate(args, None, None)
+    workloads = ["f1x1", "f5x1", "f17x1", "f121x1", "f241x1"]
+    places = {w: set() for w in workloads}
+    for _ in range(200):
+        plan = gate.plan(workloads, 1)
+        kinds = [(case[0], t) for _, t, case in plan]
+        stored = [name for name, _, case in plan if case[0] == "stored"]
+        assert stored == sorted(stored, key=lambda w: -spec.WORKLOADS[w].latent_frames)
+        for w in workloads:
+            t = spec.WORKLOADS[w].latent_frames
+            at = next(i for i, (name, _, case) in enumerate(plan) if case == ("stored", w))
+            shape = [i for i, (kind, u) in enumerate(kinds) if u == t and kind in ("fresh", "unseen", "warm")]
+            if t == 2:              # f5's shape: the fresh latents at the front (checked in fp32 everywhere)
+                continue
+            assert all(kinds[i][0] != "warm" or i < at for i in shape)
+            places[w].add(sum(1 for i in shape if i < at and kinds[i][0] != "warm"))
+            assert max(shape) < next(i for i, (_, _, case) in enumerate(plan) if case == ("repeat", w))
+    assert places["f121x1"] == places["f241x1"] == {0, 1, 2} and places["f17x1"] == places["f1x1"] == {0, 1}

@@ -434,7 +434,7 @@ def test_the_clock_runs_while_the_judge_reads_the_done_lines(tiny_data, monkeypa
 @pytest.mark.slow       # 35 s: a group's start and 4,200 sockets
 def test_a_group_over_its_caps_when_frozen_is_killed_at_once(tiny_data, monkeypatch):
     """tests/cheats/holds_sockets_after_its_call.py opens sockets past disk.SOCKETS_CAP after its call; the judge's
-    freeze (for another group's call or start) counts them: the group's processes die at once, so the other's call
+    freeze (which parks a group between its calls) counts them: the group's processes die at once, so another's call
     never runs short, and its next call fails for it."""
     import loader
     import spec
@@ -455,7 +455,7 @@ def test_a_group_over_its_caps_when_frozen_is_killed_at_once(tiny_data, monkeypa
             time.sleep(0.05)
         group.freeze()
         assert group.unfrozen and "held more than 4096 sockets" in group.unfrozen and \
-            "while another solution ran" in group.unfrozen, group.unfrozen
+            "between its calls" in group.unfrozen, group.unfrozen
         assert rank.poll() is not None
         group.freeze(False)
         with pytest.raises(GroupFailed) as e:

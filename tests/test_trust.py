@@ -26,6 +26,7 @@ EXPECTED = {
     "tmp_cache.py": ("runtime error", "PermissionError"),
     "reads_reference.py": ("tampering", "read the decoy references"),
     "child_process.py": ("tampering", "processes left running after the call"),
+    "spawns_in_prepare.py": ("tampering", "processes left running after prepare"),
     "detaches_quietly.py": ("tampering", "processes left running after the call"),
     "forges_a_pass.py": ("tampering", "reported the status 'passed'"),
     "json_bomb.py": ("tampering", "sent a malformed line"),

@@ -89,27 +89,19 @@ class Gate:
             t, clip = frames(w), spec.WORKLOADS[w].clip
             if t in timed:
                 head, block = [], fresh(t)
-            elif t not in seen:
-                head = [(f"warm-up {clip} x{world}", t, ("warm", f"{world}/{w}"))]
+            else:           # a shape's first call may autotune: a warm-up, where no call of its shape came before
+                head = [] if t in seen else [(f"warm-up {clip} x{world}", t, ("warm", f"{world}/{w}"))]
                 block = [(f"unseen {clip} x{world}", t, ("unseen", f"{world}/{w}/unseen"))]
-            else:
-                head, block = [], []
             seen.add(t)
             block.insert(secrets.randbelow(len(block) + 1), (w, t, ("stored", w)))
             todo += head + block + [(f"{w} again", t, ("repeat", w))]
         return todo
 
-    def case(self, t, kind, key):
-        """(z, reference, allowance) of a planned call."""
-        if kind in ("stored", "repeat"):
-            return self.stored[key]
+    def case(self, t, key):
+        """(z, reference, allowance) of a call on latents never seen, drawn and decoded now."""
         self.fresh.give(key)
         z = self.fresh.draw(key, t)
-        if kind in ("warm", "unseen"):        # used once: verified in full, not kept
-            return (z, *self.fresh.full(z, release=not self.cpu and not self.args.fp32))
-        if key not in self.refs:
-            self.refs[key] = self.fresh.full(z, release=not self.cpu and not self.args.fp32)
-        return (z, *self.refs[key])
+        return (z, *self.fresh.full(z, release=not self.cpu and not self.args.fp32))
 
     def call(self, group, name, t, world, case, first):
         z, ref, allow = case
@@ -146,7 +138,7 @@ class Gate:
         plans = {world: self.plan(workloads, world) for world in worlds}
         frames = {t for p in plans.values() for _, t, _ in p}
         self.buffers = run.buffers_for(0, max(worlds), max(frames))
-        self.fresh, self.refs = Fresh(self.geometry, self.device, args.seed), {}
+        self.fresh = Fresh(self.geometry, self.device, args.seed)
         for world in worlds:
             self.world(desc, world, frames, plans[world])
 
@@ -155,6 +147,10 @@ class Gate:
         # Read before the group starts: the judge's reads of the data during its calls (which a process of the
         # solution's may see through the files' access times) must not tell its stored calls from the others.
         self.stored = {key: self.stored_case(key) for _, _, (kind, key) in todo if kind in ("stored", "repeat")}
+        # And every planned draw decoded before it too: between two calls the judge then does the same work whatever
+        # the next call is (a gap spent decoding a reference, which a solution can time, would tell the unseen calls
+        # from the stored ones).
+        unseen = {key: self.case(t, key) for _, t, (kind, key) in todo if kind not in ("stored", "repeat")}
         for name, t, (kind, key) in todo:
             if group is None:
                 try:
@@ -165,7 +161,8 @@ class Gate:
                     self.add(f"start x{world}", e.status, e.message)
                     return
             try:
-                call = self.call(group, name, t, world, self.case(t, kind, key), first)
+                case = self.stored[key] if kind in ("stored", "repeat") else unseen.pop(key)
+                call = self.call(group, name, t, world, case, first)
                 # latents a process may have seen: not faster than unseen ones (no bar yet: a second look sets one)
                 bar = times.get(t)
                 if kind in ("stored", "repeat") and (not bar or too_fast([call["time_s"]], bar, self.cpu)):
@@ -204,7 +201,7 @@ class Gate:
         # Keyed by the flagged check: a stored call's look and its repeat's are other latents (the same ones would
         # let the repeat replay what the look's calls decoded).
         calls = [self.call(group, f"{name} second look #{k + 1}", t, world,
-                           self.case(t, "unseen", f"{world}/{name}/second look/{k}"), first) for k in range(2)]
+                           self.case(t, f"{world}/{name}/second look/{k}"), first) for k in range(2)]
         unseen += [c["time_s"] for c in calls if c["status"] == "passed"]
         return [(c["status"], f"on a second look: {c['reason']}") for c in calls if c["status"] != "passed"]
 

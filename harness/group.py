@@ -196,9 +196,12 @@ class Group(Pipes, Holdings):
         unfrozen beside the others, its GPU work too)."""
         self._hold(when)
         self.freeze()
-        ranks = {p.pid for p in self.procs}
+        if self.unfrozen:
+            raise GroupFailed("tampering", self.unfrozen)
+        # Without a cgroup, every orphan below the judge but its own helpers: each park kills what it finds and only
+        # this group ran since the last one, so any orphan is this group's, whatever its environment says.
         stray = self._mine() if self.jail is not None else \
-            procs.descendants_of(ranks) | {pid for pid in _orphans() if procs.marked(pid, "MASTER_PORT", self.port)}
+            procs.descendants_of({p.pid for p in self.procs}) | _orphans()
         if stray:
             procs.kill(stray)
             procs.reap(stray)

@@ -9,7 +9,10 @@ import secrets
 
 import spec
 
-SHORT_LATENT_FRAMES = 2       # clips of at most this many latent frames are checked against fp32 everywhere
+# The short clips (f1, f5, f17) are checked against fp32 everywhere: they are the first frames of the source that
+# f121 cuts too, so a stored one is told from a draw by its latents (a prefix of f121's, which come first), and where
+# a draw's check were the release decode's, widened, a solution could be exact only on the stored calls.
+SHORT_LATENT_FRAMES = max(spec.CLIPS[c]["latent_frames"] for c in spec.SHORT_CLIPS)
 
 
 class Fresh:
@@ -68,8 +71,9 @@ class Fresh:
         stored clip's allowance; or, with `release` and more than SHORT_LATENT_FRAMES latent frames, the release
         bf16 decode with the stored clip's allowance plus that clip's bf16 error, which any video within the
         allowance of the fp32 decode meets (the triangle inequality; the stored clip's bf16 error stands for that
-        of these latents, drawn from the same statistics). Short clips are decoded in fp32 either way (cheap): the
-        maximum error of a short draw varies most, and the stored clip's would not stand for it."""
+        of these latents, drawn from the same statistics). Short clips (f1, f5, f17) are decoded in fp32 either way:
+        their stored latents can be told from a draw (SHORT_LATENT_FRAMES), and the maximum error of a short draw
+        varies most, so the stored clip's would not stand for it."""
         import torch
         import reference
         clip = next(c for c, e in spec.CLIPS.items() if e["latent_frames"] == z.shape[2])

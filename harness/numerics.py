@@ -42,6 +42,28 @@ def text_dtypes(s):
     return out
 
 
+def _values_of(name, scope):
+    """Every value `name` gets in `scope`, None for a binding whose value the audit cannot pair with it (a parameter,
+    a loop target, an unpacked call); `acc += ...` keeps the dtype, so it adds none."""
+    out = [None for a in ast.walk(scope) if isinstance(a, ast.arg) and a.arg == name]
+    for n in ast.walk(scope):
+        if isinstance(n, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and n.value is not None:
+            for t in n.targets if isinstance(n, ast.Assign) else [n.target]:
+                if isinstance(t, ast.Name) and t.id == name:
+                    out.append(n.value)
+                elif isinstance(t, (ast.Tuple, ast.List)) and any(isinstance(e, ast.Name) and e.id == name
+                                                                  for e in ast.walk(t)):
+                    pairs = isinstance(n.value, (ast.Tuple, ast.List)) and len(n.value.elts) == len(t.elts) and \
+                        not any(isinstance(e, ast.Starred) for e in t.elts + n.value.elts)
+                    out += [v for e, v in zip(t.elts, n.value.elts) if isinstance(e, ast.Name) and e.id == name] \
+                        if pairs and any(isinstance(e, ast.Name) and e.id == name for e in t.elts) else [None]
+        elif isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension, ast.withitem)):
+            target = n.optional_vars if isinstance(n, ast.withitem) else n.target
+            if target is not None and any(isinstance(e, ast.Name) and e.id == name for e in ast.walk(target)):
+                out.append(None)
+    return out
+
+
 def _accumulates_in_fp32(self, value, seen):
     """Whether `value` (a tl.dot call, or the accumulator given to one) holds fp32: a dot's result takes its
     accumulator's dtype (`acc`, positional or by keyword), else its out_dtype (fp32 unless given); an accumulator is
@@ -64,14 +86,15 @@ def _accumulates_in_fp32(self, value, seen):
         if isinstance(value.func, ast.Attribute) and value.func.attr == "to" and value.args:
             return bool(q(value.args[0]) & FP32)
         return False
+    if isinstance(value, ast.BinOp):        # `tl.zeros(..., tl.float32) + 1.0`: fp32 with fp32 or a Python number
+        return all(isinstance(v, ast.Constant) and isinstance(v.value, (int, float)) or
+                   _accumulates_in_fp32(self, v, seen) for v in (value.left, value.right)) and \
+            not all(isinstance(v, ast.Constant) for v in (value.left, value.right))
     if isinstance(value, ast.Name) and value.id not in seen:
         seen.add(value.id)
         scope = self.names.scope_of(value)
-        given = [n.value for n in ast.walk(scope) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.NamedExpr))
-                 and n.value is not None and any(isinstance(t, ast.Name) and t.id == value.id for t in
-                                                 (n.targets if isinstance(n, ast.Assign) else [n.target]))] \
-            if scope is not None else []
-        return bool(given) and all(_accumulates_in_fp32(self, v, seen) for v in given)
+        given = _values_of(value.id, scope) if scope is not None else None
+        return bool(given) and all(v is not None and _accumulates_in_fp32(self, v, seen) for v in given)
     return isinstance(value, ast.Name)      # a name met again: its other values decide
 
 

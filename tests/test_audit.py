@@ -1244,3 +1244,19 @@ def test_cli_json(tmp_path):
 def test_cpp_near_miss_is_quiet(tmp_path, source):
     report = audit_cpp(tmp_path, source)
     assert report.ok, audit.format_report(report)
+
+
+@pytest.mark.parametrize("source, flagged", [
+    ("acc, k = tl.zeros((16, 16), dtype=tl.float16), 0\n    acc = tl.dot(a, a, acc)", True),
+    ("for acc in range(2):\n        acc = tl.dot(a, a, acc)", True),
+    ("acc = tl.full((16, 16), 0, tl.bfloat16)\n    acc = tl.dot(a, a, acc=acc)", True),
+    ("acc, k = tl.zeros((16, 16), dtype=tl.float32), 0\n    acc = tl.dot(a, a, acc)", False),
+    ("acc = tl.zeros((16, 16), tl.float32) + 1.0\n    acc = tl.dot(a, a, acc)\n    acc += tl.dot(a, a)", False),
+])
+def test_a_dot_accumulates_where_its_accumulator_was_made(tmp_path, source, flagged):
+    """tl.dot's result takes its accumulator's dtype: each value the accumulator's name gets is traced, tuple
+    assignments paired element by element; a loop target or an unpacked call is not traced (a finding)."""
+    (tmp_path / "solution.py").write_text(
+        "import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef k(a_ptr):\n    a = tl.load(a_ptr)\n"
+        f"    {source}\n\n\ndef run(z, weights, rank, world, pg, out):\n    pass\n")
+    assert ("narrow-numerics" in fired(audit.audit(str(tmp_path)))) == flagged

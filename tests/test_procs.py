@@ -555,3 +555,27 @@ def test_a_judge_told_to_stop_leaves_no_folder_or_rank(tiny_data, tmp_path):
     finally:
         p.kill()
         p.wait()
+
+
+@pytest.mark.slow       # 15 s: a group's start
+def test_without_a_cgroup_an_orphan_left_by_prepare_fails_its_group(tiny_data, monkeypatch):
+    """tests/cheats/orphans_quietly.py leaves an orphan with an empty environment: without a cgroup the park after
+    prepare finds it below the judge, kills it and fails the group (it would otherwise be let go on with every
+    group's thaw, through their timed calls)."""
+    import loader
+    import spec
+    from harness import jail
+    from harness.run import Run
+    monkeypatch.setenv("DATA", tiny_data["DATA"])
+    monkeypatch.setattr(jail.Jail, "make", classmethod(lambda cls, name: None))
+    run = Run(spec.TINY, cpu=True)
+    try:
+        sol = loader.describe(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests",
+                                           "cheats", "orphans_quietly.py"))
+        with pytest.raises(GroupFailed) as e:
+            Group(sol, 1, spec.TINY, True, run.buffers_for(0, 1, 1), run, {1}, run.lock)
+        assert e.value.status == "tampering" and "processes left running after prepare" in e.value.message
+        ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+        assert "time.sleep(120)" not in ps
+    finally:
+        run.close()

@@ -81,8 +81,9 @@ class Gate:
                     for k in range(self.args.fresh_calls)]
         todo = [(f"fresh latents #{k + 1} x{world}", FRESH_LATENT_FRAMES, ("fresh", f"{world}/{k}"))
                 for k in range(self.args.fresh_calls)]
+        stored = {frames(w) for w in mine}
         for t in timed:             # a timed shape's draws beside its stored call, where this world has one
-            if t not in {frames(w) for w in mine}:
+            if t not in stored:
                 todo += fresh(t)
         seen = {FRESH_LATENT_FRAMES}
         for w in mine:

@@ -42,25 +42,32 @@ def text_dtypes(s):
     return out
 
 
+def _bound(target, value):
+    """(name, value) for each name an assignment of `value` to `target` binds; the value None where the audit cannot
+    pair it with the name (an unpacked call, a starred target, a loop's items)."""
+    if isinstance(target, ast.Name):
+        yield target.id, value
+    elif isinstance(target, (ast.Tuple, ast.List)):
+        paired = isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts) and \
+            not any(isinstance(e, ast.Starred) for e in target.elts + value.elts)
+        for k, e in enumerate(target.elts):
+            yield from _bound(e.value if isinstance(e, ast.Starred) else e, value.elts[k] if paired else None)
+
+
 def _values_of(name, scope):
     """Every value `name` gets in `scope`, None for a binding whose value the audit cannot pair with it (a parameter,
     a loop target, an unpacked call); `acc += ...` keeps the dtype, so it adds none."""
     out = [None for a in ast.walk(scope) if isinstance(a, ast.arg) and a.arg == name]
     for n in ast.walk(scope):
         if isinstance(n, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and n.value is not None:
-            for t in n.targets if isinstance(n, ast.Assign) else [n.target]:
-                if isinstance(t, ast.Name) and t.id == name:
-                    out.append(n.value)
-                elif isinstance(t, (ast.Tuple, ast.List)) and any(isinstance(e, ast.Name) and e.id == name
-                                                                  for e in ast.walk(t)):
-                    pairs = isinstance(n.value, (ast.Tuple, ast.List)) and len(n.value.elts) == len(t.elts) and \
-                        not any(isinstance(e, ast.Starred) for e in t.elts + n.value.elts)
-                    out += [v for e, v in zip(t.elts, n.value.elts) if isinstance(e, ast.Name) and e.id == name] \
-                        if pairs and any(isinstance(e, ast.Name) and e.id == name for e in t.elts) else [None]
-        elif isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension, ast.withitem)):
-            target = n.optional_vars if isinstance(n, ast.withitem) else n.target
-            if target is not None and any(isinstance(e, ast.Name) and e.id == name for e in ast.walk(target)):
-                out.append(None)
+            targets, value = n.targets if isinstance(n, ast.Assign) else [n.target], n.value
+        elif isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension)):
+            targets, value = [n.target], None
+        elif isinstance(n, ast.withitem) and n.optional_vars is not None:
+            targets, value = [n.optional_vars], None
+        else:
+            continue
+        out += [v for t in targets for bound, v in _bound(t, value) if bound == name]
     return out
 
 

@@ -99,6 +99,9 @@ class Context:
                 return rule, f"{shown} {rules.phrase(rule, entry)}"
             if entry is not None and c in whole:
                 return None      # explicitly allowed (os.path.join): its tails are not read again
+        head = next((e.split(".")[0] for e in sorted(whole) if e.split(".")[0] in rules.NAMED_ONLY), None)
+        if head:
+            return "foreign-code", f"`{self.show(q)}`: of `{head}` the audit allows only the members it lists"
         return None
 
 

@@ -149,6 +149,9 @@ class Solution:
                 cpp.append(f)
             elif not (name.endswith(DOC_SUFFIX) or name in DOC_NAMES):   # `README.<abi>.so` imports as README
                 other.append(f)
+            elif os.path.getsize(f) > BIG_CONSTANT:     # a solution's own files are readable by its ranks
+                self.unit_for(f).add(0, "unaudited-file", f"documentation of {os.path.getsize(f)} bytes: more than "
+                                                          f"{BIG_CONSTANT // 1024} KiB is data, not documentation")
         return python, yml, cpp, pyc, other
 
     def check_leftovers(self, pyc, other):

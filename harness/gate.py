@@ -2,8 +2,9 @@
 processes and judge as bench, each call checked in this process, and the roofline floor.
 
 Fresh latents exist nowhere on disk (harness/inputs.py). For each world: --fresh-calls draws of f5's shape and of
-every timed shape of the plan, each verified in full against the gate's own decode of them (fp32 on the CPU; on
-GPUs the release bf16 decode, with the allowance widened by the release's own error, or fp32 with --fp32); and
+every timed shape of the plan, each verified in full against the gate's own fp32 decode of them with the task's
+allowance (on GPUs with --release: the release bf16 decode, the allowance widened by its error, a partial check);
+and
 each stored workload twice, longest first, the first at a secret place among its shape's unseen calls, the second
 (after them) on latents the solution has seen, which must not run faster than the
 fresh calls of that shape beyond noise (bench's tolerance, runner.too_fast): the fastest of a timed shape's fresh
@@ -11,8 +12,17 @@ draws, an untimed shape's call on unseen latents after its warm-up (a shape's fi
 never a process's first call; every call is verified in full (one checked in part could be wrong in the rest, or skip
 work to lower the bar). A call that looks too fast, or has no bar yet, gets a second look: two more unseen calls of its
 shape, verified in full, against which its own time is judged again (a machine that became quieter speeds them
-too; a solution can only slow them)."""
+too; a solution can only slow them).
+
+Every call is held to the task's rule, not only the stored ones: the secret place of a stored call is no defence
+the gate can rest on, since a solution that learns a few bits of the stored latents (at world 1, from its repeats)
+can carry them to its later groups or runs by channels no sandbox closes (the host's pid counter, the page cache of
+its own files) and tell its stored calls from fresh ones there."""
+import json
+import os
 import secrets
+import subprocess
+import sys
 
 import bounds
 import spec
@@ -23,6 +33,10 @@ from harness.runner import call_timeout, floored, judged, too_fast
 from harness.run import Run, excluded
 
 FRESH_LATENT_FRAMES = 2                              # the fresh clips: f5's shape (first chunk + one more)
+# The audit of the largest honest solution takes seconds; its regexes and walks over a source built to be slow to
+# read must fail the gate, never hang it.
+AUDIT_S = 120
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class Gate:
@@ -39,16 +53,28 @@ class Gate:
         self.info, self.solution = {}, None     # each world's ranks as they started; the solution described
 
     def audit(self):
-        import audit
+        """audit.py in a child process with a deadline (AUDIT_S x --timeout-scale): its verdict, or a failure."""
         if self.args.no_audit:
             self.add("audit", "skipped", "--no-audit")
             return
-        found = audit.audit(self.args.solution)
-        if found.ok:
-            self.add("audit", "passed", allowed=[f"{a.file}:{a.line}: {a.rule}: {a.reason} -- {a.allowance}"
-                                                 for a in found.allowed])
+        limit = AUDIT_S * self.args.timeout_scale
+        try:
+            p = subprocess.run([sys.executable, os.path.join(ROOT, "audit.py"), self.args.solution, "--json", "-"],
+                               cwd=ROOT, capture_output=True, text=True, timeout=limit)
+            found = json.loads(p.stdout) if p.returncode in (0, 1) else None
+        except subprocess.TimeoutExpired:
+            self.add("audit", "audit", f"the audit did not finish in {limit:.0f} s: a source that slows its reading "
+                                       f"is not audited")
+            return
+        except ValueError:
+            found = None
+        if found is None:
+            self.add("audit", "audit", f"the audit failed (exit {p.returncode}): {p.stderr.strip()[-300:]}")
+        elif found["ok"]:
+            self.add("audit", "passed", allowed=[f"{a['file']}:{a['line']}: {a['rule']}: {a['reason']} -- "
+                                                 f"{a['allowance']}" for a in found["allowed"]])
         else:
-            lines = [f"{f.file}:{f.line}: {f.rule}: {f.reason}" for f in found.findings]
+            lines = [f"{f['file']}:{f['line']}: {f['rule']}: {f['reason']}" for f in found["findings"]]
             self.add("audit", "audit", f"{len(lines)} finding(s): " + "; ".join(lines[:12]), findings=lines)
 
     def stored_case(self, workload):
@@ -63,9 +89,9 @@ class Gate:
         ("stored", workload) or ("repeat", workload) (the same latents again: it must not be much faster).
 
         A stored call stands at a secret place among the unseen calls of its shape (after the warm-up, where there is
-        one), as in bench: on GPUs a fresh long clip is checked against the release bf16 decode with the allowance
-        widened by that decode's own error, so only the stored calls hold a video to the task's rule, and a solution
-        that counted its calls would know where to be exact."""
+        one), as in bench, where on GPUs a fresh long clip is checked against the release bf16 decode with the
+        allowance widened by that decode's own error (here too with --release): a solution that counted its calls
+        would know where to be exact."""
         def frames(w):
             return spec.WORKLOADS[w].latent_frames
         # Longest first: the stored clips are prefixes of one another, and a stored call after a shorter one of the
@@ -102,7 +128,7 @@ class Gate:
         """(z, reference, allowance) of a call on latents never seen, drawn and decoded now."""
         self.fresh.give(key)
         z = self.fresh.draw(key, t)
-        return (z, *self.fresh.full(z, release=not self.cpu and not self.args.fp32))
+        return (z, *self.fresh.full(z, release=not self.cpu and self.args.release))
 
     def call(self, group, name, t, world, case, first):
         z, ref, allow = case
@@ -116,6 +142,9 @@ class Gate:
         import loader
         args = self.args
         self.audit()
+        if args.release and not self.cpu:
+            self.add("fp32 checks", "skipped", "--release: the long fresh clips checked against the release bf16 "
+                                               "decode, the allowance widened by its error")
         # f1 and f5 too: the allowances of fresh latents' first frames
         clips = sorted({spec.WORKLOADS[w].clip for w in workloads} | {"f1", "f5"}, key=list(spec.CLIPS).index)
         data.make.ensure(clips, self.geometry)

@@ -18,7 +18,23 @@ def scaling(node, ops=(ast.Div, ast.Mult)):
     return name in rules.DIVIDES + (rules.MULTIPLIES if ast.Mult in ops else ())
 
 
-FP32 = {"triton.language.float32"}
+FP32 = {"triton.language.float32", "triton.language.core.float32"}
+
+
+def _is_dot(quals):
+    """A Triton matmul by any path to it (`tl.dot`, `tl.core.dot`, `triton.language.standard.dot`)."""
+    return any(q.startswith("triton.") and q.rsplit(".", 1)[-1] == "dot" for q in quals)
+
+
+def _is_fp32(self, node):
+    """Whether a dtype is fp32 on every path: every value its name has is fp32 (a module-level name bound twice has
+    both), and it is no parameter (a launch may pass any dtype for a constexpr, whatever its default)."""
+    if isinstance(node, ast.Name):
+        scope = self.names.scope_of(node)
+        if scope is not None and any(isinstance(a, ast.arg) and a.arg == node.id for a in ast.walk(scope)):
+            return False
+    quals = self.names.qualify(node)
+    return bool(quals) and quals <= FP32
 # Tensor.type's names of the legacy tensor types ("torch.CharTensor", "torch.cuda.ShortTensor")
 LEGACY = {"Char": "torch.int8", "Byte": "torch.uint8", "Short": "torch.int16", "Int": "torch.int32",
           "Long": "torch.int64", "Half": "torch.float16", "BFloat16": "torch.bfloat16", "Float": "torch.float32",
@@ -80,18 +96,18 @@ def _accumulates_in_fp32(self, value, seen):
     if isinstance(value, ast.Call):
         kw = {k.arg: k.value for k in value.keywords}
         quals = q(value.func)
-        if "triton.language.dot" in quals:
+        if _is_dot(quals):
             acc = value.args[2] if len(value.args) > 2 else kw.get("acc")
             if acc is not None:
                 return _accumulates_in_fp32(self, acc, seen)
-            return "out_dtype" not in kw or bool(q(kw["out_dtype"]) & FP32)
+            return "out_dtype" not in kw or _is_fp32(self, kw["out_dtype"])
         at = {"triton.language.zeros": 1, "triton.language.full": 2}
         dtype = next((kw.get("dtype", value.args[at[n]] if len(value.args) > at[n] else None)
                       for n in quals if n in at), None)
         if dtype is not None:
-            return bool(q(dtype) & FP32)
+            return _is_fp32(self, dtype)
         if isinstance(value.func, ast.Attribute) and value.func.attr == "to" and value.args:
-            return bool(q(value.args[0]) & FP32)
+            return _is_fp32(self, value.args[0])
         return False
     if isinstance(value, ast.BinOp):        # `tl.zeros(..., tl.float32) + 1.0`: fp32 with fp32 or a Python number
         return all(isinstance(v, ast.Constant) and isinstance(v.value, (int, float)) or
@@ -103,6 +119,22 @@ def _accumulates_in_fp32(self, value, seen):
         given = _values_of(value.id, scope) if scope is not None else None
         return bool(given) and all(v is not None and _accumulates_in_fp32(self, v, seen) for v in given)
     return isinstance(value, ast.Name)      # a name met again: its other values decide
+
+
+def _summed_in_fp32(self, dot):
+    """Whether the variable a dot's result is summed into (`acc += tl.dot(a, b)`, `acc = acc + tl.dot(a, b)`) holds
+    fp32: the sum over K is the accumulation, whatever each dot's own dtype."""
+    stmt = self.parent.get(dot)
+    while stmt is not None and not isinstance(stmt, ast.stmt):
+        stmt = self.parent.get(stmt)
+    if isinstance(stmt, ast.AugAssign):
+        target = stmt.target
+    elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) and \
+            any(isinstance(n, ast.Name) and n.id == stmt.targets[0].id for n in ast.walk(stmt.value)):
+        target = stmt.targets[0]
+    else:
+        return True
+    return isinstance(target, ast.Name) and _accumulates_in_fp32(self, target, set())
 
 
 def check(self, node):
@@ -141,9 +173,12 @@ def check(self, node):
     if "torch.compile" in quals and backend is not None and const_str(backend) not in rules.COMPILE_BACKENDS:
         self.add(node, "foreign-code", f"`{ast.unparse(node)[:60]}`: a backend of the solution's own rewrites the "
                                        f"traced graph by names the audit cannot follow")
+    if "torch.compile" in quals and any(k.arg in ("options", None) for k in node.keywords):
+        self.add(node, "foreign-code", f"`{ast.unparse(node)[:60]}`: options set the compiler's configuration "
+                                       f"(compilers it runs, folders it writes) by text the audit does not read")
     if quals & {"triton.language.dtype", "torch.dtype"} and not all(const_str(a) for a in values):
         self.add(node, "dynamic-name", f"`{ast.unparse(node)[:60]}` makes a dtype from a name built at run time")
-    if "triton.language.dot" in quals and not _accumulates_in_fp32(self, node, set()):
+    if _is_dot(quals) and not (_accumulates_in_fp32(self, node, set()) and _summed_in_fp32(self, node)):
         self.add(node, "narrow-numerics", f"`{ast.unparse(node)[:60]}` accumulates in less than fp32 (or in an "
                                           f"accumulator the audit cannot trace to an fp32 one), which "
                                           f"{rules.phrase('narrow-numerics')}")

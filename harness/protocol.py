@@ -76,7 +76,7 @@ def ready(rank, f):
 
 def report(rank, f):
     """A rank's report, its fields checked: malformed is tampering (its figures are diagnostics only)."""
-    ok = _count(f.get("t0")) and _count(f.get("t1")) and (f.get("peak") is None or _count(f.get("peak"))) and \
+    ok = _count(f.get("t0")) and _count(f.get("t1")) and f["t1"] >= f["t0"] and (f.get("peak") is None or _count(f.get("peak"))) and \
         isinstance(f.get("problems"), list) and \
         all(isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) and p[0] in REPORTED
             for p in f["problems"])

@@ -45,7 +45,7 @@ def calls(names):
 
 # Narrow formats. In Python identifiers `float4` is a dtype; in C++ it is CUDA's 4-vector, so the text pattern
 # (also used for Python strings, which may hold CUDA source) names the formats by their exponent/mantissa split.
-_NARROW_COMMON = (r"e4m3|e5m2|e2m1|e3m2|e2m3|e8m0|nvfp4|nvf4|mxfp|mxf[468]|f8f6f4|scaled_(grouped_)?mm|_int_mm|"
+_NARROW_COMMON = (r"e4m3|e5m2|e2m1|e3m2|e2m3|e8m0|nvfp4|nvf4|mxfp|mxf[468]|f8f6f4|scaled_(grouped_)?mm|_int_mm|dot_scaled|"
                   r"int[48]pack_mm|quantize_per_")
 NARROW_PY = re.compile(r"(?i)(float8|fp8|float6|fp6|float4|fp4)(?!\d)|(?<![a-z0-9])q(u)?int\d|"
                        r"(?<![a-z0-9])u?int[2-8](?!\d)|quantize|fake_quant|(char|byte)(tensor|storage)|"
@@ -102,7 +102,7 @@ TABLE = (
                 "torch.load", "torch.save", "torch.from_file", "torch.serialization", "torch.package", "torch.hub", "torch.utils.model_zoo",
                 "torch.jit.load", "torch.jit.save", "torch.distributed.checkpoint", "torch.distributed.FileStore",
                 "torch.utils.tensorboard", "torch.utils.data.datapipes", "torch.export.save", "torch.export.load",
-                "torch.onnx", "torch.profiler.tensorboard_trace_handler", "torch.autograd.profiler",
+                "torch.onnx", "torch.profiler.tensorboard_trace_handler", "torch.autograd.profiler", "torch.cuda.tunable",
                 "triton.runtime.cache", "triton.compile", "triton.compiler.compile", "safetensors", "h5py", "dill", "cloudpickle", "joblib",
                 # well-known readers in third-party packages (a static audit cannot list them all)
                 "PIL.Image.open", "cv2.imread", "cv2.imwrite", "cv2.VideoCapture", "cv2.VideoWriter", "imageio",
@@ -111,7 +111,8 @@ TABLE = (
                 "diffusers.utils.export_to_video", "diffusers.utils.export_to_gif"),
          attributes=("__loader__", "__spec__", "tofile", "from_file", "read_text", "read_bytes", "write_text",
                      "write_bytes", "cuModuleLoad", "from_pretrained", "save_pretrained", "export_chrome_trace",
-                     "export_stacks", "export_memory_timeline"),
+                     "export_stacks", "export_memory_timeline", "load_config", "save_config", "from_single_file",
+                     "push_to_hub"),
          bare_names=("__loader__", "__spec__"),
          cpp=(Cpp("include", re.compile(_FILE_IO["include"]), "includes a file-access header"),
               Cpp("text", re.compile(_FILE_IO["text"]), "accesses a file (spec.RULES['file-io'])"),
@@ -125,7 +126,12 @@ TABLE = (
                   r"open_by_handle_at|name_to_handle_at")),
                   "calls a POSIX file function"),
               Cpp("text", re.compile(r"\bcuFile\w*|\bcuModuleLoad\s*\(|\bcu(da)?LibraryLoadFromFile|\bcuLinkAddFile"),
-                  "loads a file through CUDA"))),
+                  "loads a file through CUDA"),
+              # libtorch's and the C++ library's readers by other spellings than spec.RULES' names
+              Cpp("text", re.compile(r"\bfrom_file\b|\b(Input|Output)Archive\b|\b(load_from|save_to)\b|"
+                                     r"\btorch\s*::\s*serialize\b|\bcaffe2\s*::\s*serialize\b|\bFileAdapter\b|"
+                                     r"\bbasic_(i|o|io)?fstream\b|\bbasic_filebuf\b|\bstd\s*::\s*filesystem\b|\bFILE\s*\*"),
+                  "reads or writes files through libtorch or the C++ library"))),
     Rule("network", "a solution talks to no other machine or process: a connection could fetch answers or report to "
                     "an accomplice", "opens connections",
          names=("socket", "ssl", "select", "selectors", "urllib", "urllib3", "http", "requests", "httpx", "aiohttp",
@@ -143,7 +149,7 @@ TABLE = (
          "starts processes or threads, or acts outside the call",
          names=("subprocess", "multiprocessing", "threading", "_thread", "concurrent", "asyncio", "signal", "atexit",
                 "pty", "psutil", "sh", "pexpect", "ray", "dask", "webbrowser", "_xxsubinterpreters", "_interpreters",
-                "interpreters", "weakref.finalize", "builtins.exit", "builtins.quit", "sys.exit",
+                "interpreters", "weakref.finalize", "weakref.ref", "weakref.proxy", "weakref.WeakMethod", "builtins.exit", "builtins.quit", "sys.exit",
                 "torch.multiprocessing", "torch.jit.fork", "torch.jit._fork", "torch.distributed.elastic",
                 "torch.distributed.launcher", "torch.distributed.run", "torch.distributed.launch",
                 "torch.utils.data.DataLoader",
@@ -163,7 +169,10 @@ TABLE = (
                       r"system|popen|fork|vfork|clone3?|execl|execle|execlp|execv|execve|execveat|execvp|execvpe|fexecve|posix_spawnp?|"
                       r"kill|killpg|signal|sigaction|atexit|at_quick_exit|on_exit|daemon|_exit|_Exit|quick_exit") +
                   r"|\bsyscall\b|\bsysenter\b|\bint\s+\$?0x80\b|"
-                  r"__attribute__\s*\(\(\s*(constructor|destructor)|\[\[\s*gnu\s*::\s*(constructor|destructor)|"
+                  r"__attribute__\s*\(\([^;{}]*?\b_*(constructor|destructor)_*\b|"
+                  r"\[\[[^\]]*?\bgnu\s*::\s*_*(constructor|destructor)_*\b|"
+                  r"\b(at|c10)\s*::\s*(launch|intraop_launch\w*|get_thread_pool|\w*ThreadPool\w*)\b|"
+                  r"\bstd\s*::\s*packaged_task\b|"
                   r"\.(init_array|fini_array|ctors|dtors)\b"),
                   "starts processes or threads, or runs code outside the call"))),
     Rule("environment", "environment variables and argv are the harness's channel, not an input: seeds, paths and "
@@ -186,7 +195,9 @@ TABLE = (
                 "sys.meta_path", "sys.path_hooks", "sys.path_importer_cache", "pydoc", "torch.jit", "torch.fx",
                 "typing.get_type_hints", "typing.ForwardRef", "typing.evaluate_forward_ref",
                 "functools.singledispatch", "functools.singledispatchmethod", "diffusers.*", "torch.ops",
-                "torch.utils.benchmark", "triton.language.inline_asm_elementwise", "torch.utils.collect_env"),
+                "torch.utils.benchmark", "triton.language.inline_asm_elementwise", "torch.utils.collect_env",
+                # torch's tool boxes, allowed name by name (ALLOWED): file batons, trace observers, data loaders
+                "torch.utils.*", "torch.profiler.*", "diffusers.AutoencoderKLWan.*"),
          attributes=("load_library", "__import__", "__array_interface__", "__cuda_array_interface__",
                      "__array_struct__", "inline_asm_elementwise"),
          definitions=("__array_interface__", "__cuda_array_interface__", "__array_struct__"),
@@ -197,7 +208,27 @@ TABLE = (
                   r"\bPy(Import|Run|Eval)_\w+|\bPy_CompileString\w*|\bPyObject_(GetAttr|SetAttr|GenericGetAttr)\w*|"
                   r"\bmodule_?\s*::\s*import\b|\b(py|pybind11)\s*::\s*(eval|exec|eval_file|globals)\b|\.attr\s*\(|"
                   r"\bnvrtc\w+|\bnvJitLink\w+|\bcuModuleLoadData\w*|\bcuLinkCreate\w*"),
-                  "loads code at run time or reaches Python from C++"))),
+                  "loads code at run time or reaches Python from C++"),
+              # A binding needs pybind11's PYBIND11_MODULE, `m.def`, argument and GIL helpers, or the C API's module
+              # definition and conversions of numbers and text; anything else of either (`PySys_GetObject`,
+              # `PyObject_Call`, `py::getattr`, a type's slots `ob_type->tp_call`) or of torch's (`THPVariable_Wrap`)
+              # reaches Python objects, and through them runs any Python
+              Cpp("text", re.compile(
+                  r"\b(?!(PyObject|PyMethodDef|PyModuleDef|PyModuleDef_HEAD_INIT|PyMODINIT_FUNC|PyModule_Create2?|"
+                  r"PyArg_ParseTuple(AndKeywords)?|Py_RETURN_NONE|Py_ssize_t|Py(Long|Float)_(From|As)\w+|"
+                  r"PyUnicode_FromString|Py_BuildValue|PyInit_\w+|PyErr_SetString|PyExc_\w+)\b)_?Py[A-Z_]\w*|"
+                  r"\b(ob_type|ob_refcnt|tp_\w+)\b|\bTHP\w+|\btorch\s*::\s*python\b|"
+                  r"\b(py|pybind11)\s*::\s*(?!(arg|arg_v|module_?|return_value_policy|gil_scoped_release|"
+                  r"gil_scoped_acquire|call_guard|kw_only|pos_only)\b)\w+|[.>]\s*import\s*\(|"
+                  r"\bnamespace\s+(?!py\b)\w+\s*=\s*(::\s*)?pybind11\b|\busing\s+(namespace\s+)?(py|pybind11)\b"),
+                  "reaches Python objects from C++ (beyond a binding's module definition and number conversions)"),
+              # `asm(".globl f\n f: jmp open@PLT")`: a call or jump to a symbol from assembly, which no rule reads
+              Cpp("text", re.compile(
+                  r"@PLT\b|@GOT\w*|\.globl\b|\.type\s+\w+\s*,\s*[@%]function|"
+                  r"\bj(mp|mpq|e|ne|z|nz|a|ae|b|be|g|ge|l|le|s|ns|o|no|c|nc)\s+\*?[A-Za-z_]\w*|"
+                  r"\b(__asm__|__asm|asm)\b[^;]{0,40}\(\s*(\"([^\"\\\n]|\\.){0,2000}\"\s*)*?"
+                  r"\"([^\"\\\n]|\\.){0,2000}?\bcall[lq]?\s+\*?[A-Za-z_]"),
+                  "calls or jumps to a symbol from assembly (what is called is hidden)"))),
     Rule("monkeypatch", "changing another module's state (torch, time, builtins, spec, operator kernels, torch's "
                         "private bindings torch._C) can fake timings or checks and outlives the call",
          "changes another module's state",
@@ -268,7 +299,15 @@ TABLE = (
          cpp=(Cpp("text", NARROW_TEXT, "uses a number format narrower than bf16"),
               Cpp("text", CPP_NARROW_DTYPES, "uses an 8-bit integer dtype (or a narrower one)"),
               Cpp("text", CPP_ROUNDING, "rounds values to integers (quantize/dequantize)"),
-              Cpp("text", re.compile(r"(?i)quantize"), "quantizes (libtorch's quantized tensors)")),
+              Cpp("text", re.compile(r"(?i)quantize"), "quantizes (libtorch's quantized tensors)"),
+              # The sums are fp32: a 16-bit accumulator fragment, an mma whose result type (the first after the
+              # shape and layouts) is f16/bf16, or arithmetic intrinsics of 16-bit floats
+              Cpp("text", re.compile(
+                  r"\bfragment\s*<\s*(\w+\s*::\s*)*accumulator\b[^;>]*\b(half|__half|__nv_bfloat16|nv_bfloat16|"
+                  r"bfloat16|bfloat16_t|half_t)\b|"
+                  r"\b(w?gmma\.mma_async|mma|tcgen05\.mma)(\.\w+)*?\.m\d+n\d+k\d+(\.(row|col))*\.(f16|bf16)\b|"
+                  r"\b__h(add|sub|mul|fma|div|neg)\w*|\bh2(div|exp|log|rcp|sqrt)\b"),
+                  "accumulates or computes in 16-bit floats (the task's sums are fp32)")),
          notes={**dict.fromkeys(("round", "round_", "__round__", "rint", "nearbyint", "torch.round", "torch.round_",
                                  "torch.special.round", "numpy.round", "numpy.around", "numpy.rint"),
                                 "rounds to a coarse grid (quantize/dequantize), narrower than bf16"),
@@ -309,7 +348,7 @@ ALLOWED = (
     "sys.float_repr_style", "sys.stdout", "sys.stderr", "sys.getrecursionlimit", "sys.setrecursionlimit",
     "sys.getsizeof", "sys.getrefcount", "sys.getdefaultencoding", "sys.getfilesystemencoding",
     "sys.intern", "sys.is_finalizing", "sys.executable", "sys.exc_info", "sys.exception", "sys.flags",
-    "diffusers.AutoencoderKLWan")     # of diffusers only the model (its loaders import and get names given as text)
+    "diffusers.AutoencoderKLWan", "torch.profiler.record_function")     # of diffusers only the model (its loaders import and get names given as text)
 
 # The narrow-numerics rule's arithmetic: dtypes no value may be cast to, the integer dtypes whose cast of a quotient
 # rounds it, the rounding functions that snap to a grid when a scale is applied, and the clamp bounds of narrow
@@ -387,6 +426,9 @@ PHRASE = {r.name: r.phrase for r in TABLE if r.phrase}
 NAMES = {**{n: None for n in ALLOWED}, **{n: r.name for r in TABLE for n in r.names}}
 ATTRS = {a: r.name for r in TABLE for a in r.attributes}
 RULE_MODULES = {n.split(".")[0] for n in NAMES}               # modules whose members the table decides
+# Modules the table names that are not KNOWN_MODULES: of these a solution uses only what an entry allows (a member no
+# entry decides, `logging.config`, may turn text into any object).
+NAMED_ONLY = RULE_MODULES - KNOWN_MODULES - {"builtins"}
 NAME_RULES = {n: r.name for r in TABLE for n in r.bare_names}
 DEF_RULES = {n: r.name for r in TABLE for n in r.definitions}
 NOTES = {(r.name, entry): note for r in TABLE for entry, note in r.notes.items()}

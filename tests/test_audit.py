@@ -271,6 +271,21 @@ PY_FIRES = [
     ("foreign-code", "def f(m, v):\n    return m.torch.ops.aten._cast_Char(v)"),
     ("foreign-code", "import torch\nu = (t := torch).jit.CompilationUnit('def f(x): return x')"),
     ("file-io", "import torch\nf = torch.utils.model_zoo.load_url"),
+    # a module the rules name is used for what they allow, nothing more: logging.config turns text into any object
+    ("foreign-code", "import logging.config\nx = logging.config.BaseConfigurator({}).resolve('builtins.exec')"),
+    ("foreign-code", "import logging\nlogging.getLogger('x').filters.append(1)"),
+    ("foreign-code", "import codecs\nd = codecs.lookup('rot13')"),
+    # torch's tool boxes name by name: file batons, trace observers, data loaders by their module
+    ("foreign-code", "import torch.utils.file_baton\nb = torch.utils.file_baton.FileBaton('x')"),
+    ("foreign-code", "import torch\no = torch.profiler.ExecutionTraceObserver()"),
+    ("foreign-code", "from torch.utils.data.dataloader import DataLoader"),
+    ("foreign-code", "from diffusers import AutoencoderKLWan\nc = AutoencoderKLWan.load_config('x')"),
+    ("file-io", "def f(vae):\n    vae.save_config('x')"),
+    ("file-io", "import torch\ntorch.cuda.tunable.write_file('x')"),
+    ("process", "import weakref\ndef f(x, g):\n    return weakref.ref(x, g)"),
+    ("foreign-code", "import torch\nf = torch.compile(abs, options={'trace.debug_dir': 'x'})"),
+    ("foreign-code", "import torch\nkw = {'backend': 'x'}\nf = torch.compile(abs, **kw)"),
+    ("narrow-numerics", "import triton.language as tl\ndef k(a, s):\n    return tl.dot_scaled(a, s, 'e4m3', a, s, 'e4m3')"),
 ]
 
 
@@ -339,6 +354,7 @@ PY_QUIET = [
     "import torch\nt = torch\nx = t.zeros(1)\nfor m in (torch,):\n    pass\nok = torch is not None\n"
     "isinstance(x, torch.Tensor)\nhasattr(torch, 'compile')",                # plain aliases are followed
     "import torch\ndef f(m):\n    return m.load_state_dict({}, strict=False, assign=True)",
+    "import torch\ndef f(m):\n    with torch.profiler.record_function('decoder'):\n        return m",
     "def f(world):\n    match world:\n        case 1 | 2:\n            return 0\n        case _:\n            return 1",
 ]
 
@@ -438,6 +454,27 @@ CPP_FIRES = [
     # one reading ends early opens no comment that hides code from the rules
     ("file-io", 'const char* a = "??/"; const char* b = "/*";\nint f() { return open("x", 0); }\nconst char* c = "*/";\n'),
     ("file-io", 'int k = L\'a"\'; const char* d = "/*";\nint f() { return open("x", 0); }\nconst char* e = "*/";\n'),
+    # Python reached from C++ beyond a binding's module definition; libtorch's and the C++ library's file readers;
+    # ATen's thread pool; load-time code by any attribute spelling; calls from assembly; 16-bit accumulation
+    ("foreign-code", 'PyObject* f() { return PySys_GetObject("modules"); }\n'),
+    ("foreign-code", 'PyObject* f(PyObject* o, PyObject* a) { return o->ob_type->tp_call(o, a, nullptr); }\n'),
+    ("foreign-code", 'py::object f(py::object m) { return py::getattr(m, "system"); }\n'),
+    ("foreign-code", 'namespace q = pybind11;\n'),
+    ("foreign-code", 'void f(pybind11::module_& m) { m.import("os"); }\n'),
+    ("file-io", 'at::Tensor f() { return at::from_file("x", c10::nullopt, 4); }\n'),
+    ("file-io", 'void f(at::Tensor t) { torch::serialize::OutputArchive a; a.write("t", t); a.save_to("x"); }\n'),
+    ("file-io", 'std::basic_ifstream<char> f("x");\n'),
+    ("process", 'void f(at::Tensor o, at::Tensor s) { at::launch([=]() mutable { o.copy_(s); }); }\n'),
+    ("process", '__attribute__((used, constructor)) static void first() {}\n'),
+    ("process", '__attribute__((__constructor__)) static void second() {}\n'),
+    ("process", '[[gnu::__destructor__]] static void third() {}\n'),
+    ("foreign-code", 'asm(".text\\n.globl wan_o\\nwan_o:\\n jmp open@PLT\\n");\n'),
+    ("foreign-code", 'void f() { asm volatile("nop; call open"); }\n'),
+    ("foreign-code", 'void f() { asm volatile("jmp open"); }\n'),
+    ("narrow-numerics", "wmma::fragment<wmma::accumulator, 16, 16, 16, half> acc;\n"),
+    ("narrow-numerics", 'asm volatile("mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 {%0,%1}, {%2};");\n'),
+    ("narrow-numerics", 'asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f16.f16.f16 {%0}, %1, %2;");\n'),
+    ("narrow-numerics", "__device__ half2 f(half2 a, half2 s) { return __hfma2(a, a, s); }\n"),
 ]
 
 
@@ -472,6 +509,15 @@ CPP_QUIET = [
     "const char* s = \"http://x // not a comment\"; int bf16_tiles = 4; using T = __nv_bfloat16;\n",
     "#define CHECK(x) do { if (!(x)) { printf(#x); } } while (0)\n",
     "at::Tensor f(const at::Tensor& x) { auto y = at::clone(x); return x.clone().contiguous(); }\n",
+    "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"go\", &go, py::arg(\"x\"), "
+    "py::call_guard<py::gil_scoped_release>()); }\n",
+    "static PyObject* f(PyObject*, PyObject* a) { Py_ssize_t n; if (!PyArg_ParseTuple(a, \"n\", &n)) return nullptr;"
+    " return PyLong_FromSsize_t(n); }\n",
+    "__device__ float f(__nv_bfloat16 a) { return __bfloat162float(a); }\n"
+    "wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;\n",
+    "asm volatile(\"wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0}, %1, %2;\");\n"
+    "asm volatile(\"ld.global.nc.v4.f32 {%0,%1,%2,%3}, [%4];\");\n",
+    "void f(int* jb, int n) { for (int je = 0; je < n; ++je) jb[je] = je; }\n",
 ]
 
 
@@ -1252,11 +1298,22 @@ def test_cpp_near_miss_is_quiet(tmp_path, source):
     ("acc = tl.full((16, 16), 0, tl.bfloat16)\n    acc = tl.dot(a, a, acc=acc)", True),
     ("acc, k = tl.zeros((16, 16), dtype=tl.float32), 0\n    acc = tl.dot(a, a, acc)", False),
     ("acc = tl.zeros((16, 16), tl.float32) + 1.0\n    acc = tl.dot(a, a, acc)\n    acc += tl.dot(a, a)", False),
+    # a dtype that a launch may set (a constexpr parameter, whatever its default), a name bound to two dtypes, a dot
+    # by another path, a sum of dots in a 16-bit accumulator
+    ("acc = tl.zeros((16, 16), dtype=ACC)\n    acc = tl.dot(a, a, acc)", True),
+    ("acc = tl.dot(a, a, out_dtype=ACC)", True),
+    ("acc = tl.dot(a, a, out_dtype=TWICE)", True),
+    ("acc = tl.core.dot(a, a, out_dtype=tl.float16)", True),
+    ("acc = tl.zeros((16, 16), dtype=tl.float16)\n    acc += tl.dot(a, a)", True),
+    ("acc = tl.zeros((16, 16), dtype=tl.float16)\n    acc = acc + tl.dot(a, a)", True),
+    ("acc = tl.zeros((16, 16), dtype=ONCE)\n    acc += tl.dot(a, a)\n    c = tl.dot(a, a).to(tl.bfloat16)", False),
 ])
 def test_a_dot_accumulates_where_its_accumulator_was_made(tmp_path, source, flagged):
     """tl.dot's result takes its accumulator's dtype: each value the accumulator's name gets is traced, tuple
-    assignments paired element by element; a loop target or an unpacked call is not traced (a finding)."""
+    assignments paired element by element; a loop target or an unpacked call is not traced (a finding); a dtype is
+    fp32 only where no launch can make it another."""
     (tmp_path / "solution.py").write_text(
-        "import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef k(a_ptr):\n    a = tl.load(a_ptr)\n"
+        "import triton\nimport triton.language as tl\nONCE = tl.float32\nTWICE = tl.float32\nTWICE = tl.float16\n\n\n"
+        "@triton.jit\ndef k(a_ptr, ACC: tl.constexpr = tl.float32):\n    a = tl.load(a_ptr)\n"
         f"    {source}\n\n\ndef run(z, weights, rank, world, pg, out):\n    pass\n")
     assert ("narrow-numerics" in fired(audit.audit(str(tmp_path)))) == flagged

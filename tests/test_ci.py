@@ -5,9 +5,11 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
+import spec
 from harness.report import QUOTE
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -43,7 +45,9 @@ def test_honest_solutions_pass(tiny_data, tmp_path, solution, workloads):
     assert {"audit", *workloads.split(",")} <= names
     assert sum(n.startswith("fresh latents") for n in names) == 6   # two per world, worlds 1, 2, 4
     assert all(c["status"] == "passed" for c in report["checks"])
-    assert report["isolation"].startswith("landlock") and "PASSED" in p.stdout
+    assert report["isolation"].startswith("landlock") and "PASSED (3 of 15 workloads asked)" in p.stdout
+    assert report["workloads"] == sorted(workloads.split(","), key=list(spec.WORKLOADS).index)
+    assert set(report["not_asked"]) == set(spec.WORKLOADS) - set(workloads.split(","))
     assert "<testsuite" in xml.read_text() and 'failures="0"' in xml.read_text()
     if solution == "solutions/baseline":    # its one allowance (Triton's interpreter switch) is shown, not silent
         assert "allowed by the solution: kernels.py:30: environment" in p.stdout, p.stdout[-3000:]
@@ -337,7 +341,7 @@ def test_the_gate_decodes_a_worlds_references_before_its_first_call(tiny_data, m
     monkeypatch.setattr(Fresh, "full", lambda self, z, release=False: (None, None))
     monkeypatch.setattr(gate_module.Gate, "call", lambda self, group, name, t, world, case, first: events.append(
         ("call", name)) or {"time_s": 1.0, "status": "passed", "reason": None, "figures": None})
-    args = argparse.Namespace(tiny=True, maps=False, report=None, fresh_calls=2, seed=None, fp32=False,
+    args = argparse.Namespace(tiny=True, maps=False, report=None, fresh_calls=2, seed=None, release=False,
                               timeout_scale=1.0)
     g = gate_module.Gate(args, None, lambda *a, **k: None)
     g.fresh, g.buffers, g.run_ = Fresh(spec.TINY, "cpu"), None, argparse.Namespace(lock=None)
@@ -349,3 +353,32 @@ def test_the_gate_decodes_a_worlds_references_before_its_first_call(tiny_data, m
     assert events.index(("start", None)) > max(i for i, (e, _) in enumerate(events[:first_call]) if e == "draw")
     assert all("second look" in key for key in late), late
     assert sum(1 for e, _ in events if e == "call") >= len(plan)
+
+
+def test_an_audit_that_does_not_end_fails_the_gate():
+    """tests/cheats/slows_its_audit: a source the audit reads in quadratic time; the gate runs the audit in a child
+    process with a deadline (here 2 s) and fails the solution, never waits for it."""
+    import types
+    from harness import gate
+    said = []
+    args = types.SimpleNamespace(no_audit=False, timeout_scale=2 / gate.AUDIT_S,
+                                 solution=os.path.join(CHEATS, "slows_its_audit"))
+    started = time.monotonic()
+    gate.Gate.audit(types.SimpleNamespace(args=args, add=lambda *a, **k: said.append(a)))
+    assert said == [("audit", "audit", "the audit did not finish in 2 s: a source that slows its reading is not "
+                                       "audited")]
+    assert time.monotonic() - started < 15
+
+
+def test_on_gpus_the_gate_checks_every_fresh_call_against_fp32_unless_told():
+    """The gate holds fresh long clips to the task's rule (the fp32 decode, the stored allowance): only --release
+    asks for the release bf16 decode, widened (see tests/test_trust.py's marks_by_pid for why)."""
+    import types
+    from harness import gate
+    asked = []
+    fresh = types.SimpleNamespace(give=lambda key: None, draw=lambda key, t: "z",
+                                  full=lambda z, release: asked.append(release) or ("ref", "allowance"))
+    for release in (False, True):
+        judge = types.SimpleNamespace(cpu=False, args=types.SimpleNamespace(release=release), fresh=fresh)
+        assert gate.Gate.case(judge, 31, "f121/x2/0") == ("z", "ref", "allowance")
+    assert asked == [False, True]

@@ -500,7 +500,7 @@ def test_clone3_is_refused_and_threads_and_forks_still_work():
 
 def test_what_a_rank_says_of_itself_is_typed_before_the_judge_uses_it():
     """A rank's `ready` and `report` are the solution's to write: a string where a number goes, a number no float
-    holds, an unknown field or status is tampering, never a crash of the judge's report."""
+    holds, an unknown field or status, a clock that ran backwards is tampering, never a crash of the judge's report."""
     ok = {"rank": 0, "prepare_s": 1.5, "isolation": {"isolation": "landlock", "abi": 7, "skipped": []},
           "seccomp": "x86_64", "ipc_namespace": True, "device": "cpu", "torch": "2", "triton": None}
     assert protocol.ready(0, ok) == ok
@@ -510,7 +510,7 @@ def test_what_a_rank_says_of_itself_is_typed_before_the_judge_uses_it():
             protocol.ready(0, bad)
     good = {"t0": 1, "t1": 2, "peak": 3, "problems": [["tampering", "x"]]}
     assert protocol.report(0, good) == good
-    for bad in ({"peak": 10 ** 4000}, {"t0": -1}, {"t1": 2.0}, {"problems": [["harness error", "x"]]},
+    for bad in ({"peak": 10 ** 4000}, {"t0": -1}, {"t1": 2.0}, {"t1": 0}, {"problems": [["harness error", "x"]]},
                 {"problems": [["passed", "x"]]}):
         with pytest.raises(GroupFailed, match="malformed report"):
             protocol.report(0, dict(good, **bad))

@@ -219,6 +219,22 @@ def test_a_replay_is_not_hidden_by_slowed_fresh_calls(tiny_data, tmp_path):
 
 
 @pytest.mark.slow
+def test_gate_holds_every_call_to_the_rule_whatever_a_solution_knows(tiny_data, tmp_path):
+    """tests/cheats/marks_by_pid.py carries bits of the stored latents from its group at world 1 to the one at world 2
+    through the host's pid counter and is exact there only on the call they match: every fresh call is checked
+    against the gate's fp32 decode with the task's allowance, so the others fail (each fresh call's checksum matches
+    the three bits one time in eight: three calls all match one time in 512)."""
+    out = tmp_path / "ci.json"
+    p = subprocess.run([sys.executable, "ci.py", os.path.join(CHEATS, "marks_by_pid.py"), "--tiny", "--no-audit",
+                        "--workloads", "f121x1,f121x2", "--fresh-calls", "3", "--json", str(out)], cwd=ROOT,
+                       env=tiny_data, capture_output=True, text=True, timeout=600)
+    checks = json.loads(out.read_text())["checks"]
+    wrong = [c["name"] for c in checks if c["name"].startswith("fresh f121") and c["name"].endswith("x2")
+             and c["status"] == "incorrect" and "rms(d)" in c["reason"]]
+    assert wrong and p.returncode == 1, p.stdout[-2000:]
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("cheat", ["replays_slowly.py", "skips_after_a_replay.py", "replays_looks.py",
                                    "predicts_data.py"])
 def test_gate_without_audit_fails_the_cheats_on_the_inputs(tiny_data, tmp_path, cheat):

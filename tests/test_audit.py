@@ -910,7 +910,8 @@ def test_review_reasons_name_the_task_rules():
                                          ("includes_by_digraph", "narrow-numerics"),
                                          ("matches_attributes.py", "dynamic-name"),
                                          ("casts_by_type_name.py", "narrow-numerics"),
-                                         ("accumulates_in_fp16.py", "narrow-numerics")])
+                                         ("accumulates_in_fp16.py", "narrow-numerics"),
+                                         ("resolves_by_text.py", "foreign-code")])
 def test_cheats_the_rules_catch(cheat, rule):
     assert rule in fired(audit.audit(os.path.join(ROOT, "tests", "cheats", cheat)))
 

@@ -128,15 +128,21 @@ class Solution:
             if found.over:
                 self.unit_for(path).add(0, "unaudited-file", f"{found.over}: not every file is audited")
             # Files in hidden folders are audited only where #include'd or listed in solution.yml: nothing in them can
-            # be imported (loader's hash covers them all the same).
+            # be imported (loader's hash covers them all the same). Their ranks can read them all the same, so any
+            # other file there is as unaudited as one outside them, and their documentation counts with the rest.
             everything = [f for f in found.files
                           if not any(part.startswith(".") for part in os.path.relpath(f, path).split(os.sep)[:-1])]
+            shown = set(everything)
+            hidden = [f for f in found.files if f not in shown]
+            everything += [f for f in hidden if not f.endswith(CPP_SUFFIX + PY_SUFFIX + YML_SUFFIX)]
+            unread = [f for f in hidden if f.endswith(CPP_SUFFIX + PY_SUFFIX + YML_SUFFIX)]
         else:
             cache = os.path.join(self.base, "__pycache__")
             stem = os.path.splitext(os.path.basename(path))[0]
             cached = os.listdir(cache) if os.path.isdir(cache) else []
             everything = [path] + sorted(os.path.join(cache, f) for f in cached if f.startswith(stem + "."))
-        python, yml, cpp, pyc, other = [], [], [], [], []
+            unread = []
+        python, yml, cpp, pyc, other, docs = [], [], [], [], [], unread
         for f in everything:
             name = os.path.basename(f)
             if os.path.basename(os.path.dirname(f)) == "__pycache__" and name.endswith(".pyc"):
@@ -149,9 +155,15 @@ class Solution:
                 cpp.append(f)
             elif not (name.endswith(DOC_SUFFIX) or name in DOC_NAMES):   # `README.<abi>.so` imports as README
                 other.append(f)
-            elif os.path.getsize(f) > BIG_CONSTANT:     # a solution's own files are readable by its ranks
-                self.unit_for(f).add(0, "unaudited-file", f"documentation of {os.path.getsize(f)} bytes: more than "
-                                                          f"{BIG_CONSTANT // 1024} KiB is data, not documentation")
+            else:
+                docs.append(f)
+        # A solution's ranks can read its own files: documentation (and sources in hidden folders, read only where
+        # included) beyond a few pages is data shipped past the audit
+        size = sum(os.path.getsize(f) for f in docs)
+        if size > BIG_CONSTANT:
+            self.unit_for(max(docs, key=os.path.getsize)).add(
+                0, "unaudited-file", f"documentation of {size} bytes in {len(docs)} file(s): more than "
+                                     f"{BIG_CONSTANT // 1024} KiB is data, not documentation")
         return python, yml, cpp, pyc, other
 
     def check_leftovers(self, pyc, other):

@@ -121,6 +121,65 @@ def _accumulates_in_fp32(self, value, seen):
     return isinstance(value, ast.Name)      # a name met again: its other values decide
 
 
+SIXTEEN = {"triton.language.float16", "triton.language.bfloat16", "triton.language.core.float16",
+           "triton.language.core.bfloat16"}
+
+
+def _in_kernel(self, node):
+    """Whether `node` lies in a function whose decorators are Triton's (`@triton.jit`, `@triton.autotune(...)`)."""
+    f = self.parent.get(node)
+    while f is not None and not isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        f = self.parent.get(f)
+    return f is not None and any(q.startswith("triton.") for d in f.decorator_list
+                                 for q in self.names.qualify(d.func if isinstance(d, ast.Call) else d))
+
+
+def _carried(loop):
+    """The names a loop carries from one iteration to the next: augmented, assigned from themselves, or read in a
+    statement before the first that assigns them."""
+    stmts = [n for n in ast.walk(loop) if isinstance(n, ast.stmt) and n is not loop]
+    first, out = {}, set()
+    for n in stmts:
+        if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
+            out.add(n.target.id)
+        elif isinstance(n, ast.Assign):
+            for t in n.targets:
+                if isinstance(t, ast.Name):
+                    first[t.id] = min(first.get(t.id, n.lineno), n.lineno)
+                    if any(isinstance(v, ast.Name) and v.id == t.id for v in ast.walk(n.value)):
+                        out.add(t.id)
+    for n in stmts:
+        for v in ast.walk(n):
+            if isinstance(v, ast.Name) and isinstance(v.ctx, ast.Load) and v.id in first and n.lineno < first[v.id]:
+                out.add(v.id)
+    return out
+
+
+def check_loop(self, loop):
+    """In a Triton kernel, a sum carried across a loop's iterations in 16 bits (a variable made or cast to fp16 or
+    bf16 anywhere in the kernel: `acc = t.to(tl.float16)`, `acc += x.to(tl.bfloat16)`), or through memory (a store
+    to the pointer the same statement loads from), whose dtype the host decides where the audit cannot see it."""
+    if not _in_kernel(self, loop):
+        return
+    q = self.names.qualify
+    scope = self.names.scope_of(loop)
+    for name in sorted(_carried(loop)):
+        values = _values_of(name, scope) if scope is not None else []
+        values += [n.value for n in ast.walk(loop) if isinstance(n, ast.AugAssign) and
+                   isinstance(n.target, ast.Name) and n.target.id == name]
+        if any(isinstance(v, ast.Call) and any(q(a) & SIXTEEN for a in v.args + [k.value for k in v.keywords])
+               for v in values if v is not None):
+            self.add(loop, "narrow-numerics", f"`{name}` is summed across the loop in 16 bits (fp16/bf16): the "
+                                              f"task's sums are fp32")
+    for n in ast.walk(loop):
+        if isinstance(n, ast.Call) and "triton.language.store" in q(n.func) and n.args:
+            where = ast.dump(n.args[0])
+            if any(isinstance(m, ast.Call) and "triton.language.load" in q(m.func) and m.args and
+                   ast.dump(m.args[0]) == where for m in ast.walk(n) if m is not n):
+                self.add(n, "narrow-numerics", f"`{ast.unparse(n)[:60]}` sums through memory across the loop, in a "
+                                               f"dtype the audit cannot see (the task's sums are fp32 in registers)")
+
+
 def _summed_in_fp32(self, dot):
     """Whether the variable a dot's result is summed into (`acc += tl.dot(a, b)`, `acc = acc + tl.dot(a, b)`) holds
     fp32: the sum over K is the accumulation, whatever each dot's own dtype."""

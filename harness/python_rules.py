@@ -26,6 +26,9 @@ def _format_fields(template):
             yield from _format_fields(spec or "")
 
 
+STREAMS = {"sys.stdout", "sys.stderr"}
+
+
 class Checker(ast.NodeVisitor):
     """Report a Python file's findings into a unit. In project mode (spec.py, reference.py) it also records which
     top-level function each finding is in and which module-level names each function uses."""
@@ -67,6 +70,19 @@ class Checker(ast.NodeVisitor):
                 self.add(node, *v)
                 return True
         return False
+
+    def check_stream(self, node):
+        """sys.stdout and sys.stderr as print's `file=` only (their `.write` and `.flush` are names of their own): as
+        a value they lead to their buffer, whose type opens files (`type(sys.stdout.buffer)(path)`)."""
+        if not self.names.qualify(node) & STREAMS:
+            return
+        up, call = self.parent.get(node), None
+        if isinstance(up, ast.keyword) and up.arg == "file":
+            call = self.parent.get(up)
+        if not (isinstance(call, ast.Call) and "builtins.print" in self.names.qualify(call.func) | {
+                getattr(call.func, "id", "")}):
+            self.add(node, "file-io", f"`{ast.unparse(node)[:40]}` as a value (not print's file=) reaches its "
+                                      f"buffer, whose type opens files")
 
     def check_identifier(self, node, name):
         if name and rules.NARROW_PY.search(name):
@@ -209,6 +225,7 @@ class Checker(ast.NodeVisitor):
         if isinstance(node.ctx, ast.Load):
             self.check_dotted(node, self.names.qualify(node))
             self.module_as_value(node)
+            self.check_stream(node)
             self._use(node, node.id)
         else:
             scope = self.names.scope_of(node)
@@ -241,6 +258,7 @@ class Checker(ast.NodeVisitor):
             self.check_store(node, node, "assigns" if isinstance(node.ctx, ast.Store) else "deletes")
         else:
             self.module_as_value(node)
+            self.check_stream(node)
         if isinstance(r, ast.Name):
             self.check_identifier(r, r.id)
             if r.id in rules.NAME_RULES:
@@ -264,6 +282,12 @@ class Checker(ast.NodeVisitor):
         if isinstance(node.ctx, (ast.Store, ast.Del)):
             self.check_store(node, node, "assigns" if isinstance(node.ctx, ast.Store) else "deletes")
         self.generic_visit(node)
+
+    def visit_For(self, node):
+        numerics.check_loop(self, node)
+        self.generic_visit(node)
+
+    visit_While = visit_AsyncFor = visit_For
 
     def visit_Call(self, node):
         f = node.func

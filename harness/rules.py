@@ -103,6 +103,7 @@ TABLE = (
                 "torch.jit.load", "torch.jit.save", "torch.distributed.checkpoint", "torch.distributed.FileStore",
                 "torch.utils.tensorboard", "torch.utils.data.datapipes", "torch.export.save", "torch.export.load",
                 "torch.onnx", "torch.profiler.tensorboard_trace_handler", "torch.autograd.profiler", "torch.cuda.tunable",
+                "torch.cuda.gds", "sys.stdout.*", "sys.stderr.*",
                 "triton.runtime.cache", "triton.compile", "triton.compiler.compile", "safetensors", "h5py", "dill", "cloudpickle", "joblib",
                 # well-known readers in third-party packages (a static audit cannot list them all)
                 "PIL.Image.open", "cv2.imread", "cv2.imwrite", "cv2.VideoCapture", "cv2.VideoWriter", "imageio",
@@ -112,7 +113,7 @@ TABLE = (
          attributes=("__loader__", "__spec__", "tofile", "from_file", "read_text", "read_bytes", "write_text",
                      "write_bytes", "cuModuleLoad", "from_pretrained", "save_pretrained", "export_chrome_trace",
                      "export_stacks", "export_memory_timeline", "load_config", "save_config", "from_single_file",
-                     "push_to_hub"),
+                     "push_to_hub", "load_cache_artifacts", "save_cache_artifacts", "load_compiled_function"),
          bare_names=("__loader__", "__spec__"),
          cpp=(Cpp("include", re.compile(_FILE_IO["include"]), "includes a file-access header"),
               Cpp("text", re.compile(_FILE_IO["text"]), "accesses a file (spec.RULES['file-io'])"),
@@ -171,6 +172,7 @@ TABLE = (
                   r"|\bsyscall\b|\bsysenter\b|\bint\s+\$?0x80\b|"
                   r"__attribute__\s*\(\([^;{}]*?\b_*(constructor|destructor)_*\b|"
                   r"\[\[[^\]]*?\bgnu\s*::\s*_*(constructor|destructor)_*\b|"
+                  r"#[ \t]*define[ \t]+\w+[^\n]*\b_*(constructor|destructor)_*\b|"
                   r"\b(at|c10)\s*::\s*(launch|intraop_launch\w*|get_thread_pool|\w*ThreadPool\w*)\b|"
                   r"\bstd\s*::\s*packaged_task\b|"
                   r"\.(init_array|fini_array|ctors|dtors)\b"),
@@ -197,7 +199,12 @@ TABLE = (
                 "functools.singledispatch", "functools.singledispatchmethod", "diffusers.*", "torch.ops",
                 "torch.utils.benchmark", "triton.language.inline_asm_elementwise", "torch.utils.collect_env",
                 # torch's tool boxes, allowed name by name (ALLOWED): file batons, trace observers, data loaders
-                "torch.utils.*", "torch.profiler.*", "diffusers.AutoencoderKLWan.*"),
+                "torch.utils.*", "torch.profiler.*", "diffusers.AutoencoderKLWan.*",
+                # torch's loaders of compiled artifacts and objects unpickle what they are given: any code
+                "torch.compiler.*", "torch.export.*", "torch.distributed.broadcast_object_list",
+                "torch.distributed.all_gather_object", "torch.distributed.gather_object",
+                "torch.distributed.scatter_object_list", "torch.distributed.send_object_list",
+                "torch.distributed.recv_object_list"),
          attributes=("load_library", "__import__", "__array_interface__", "__cuda_array_interface__",
                      "__array_struct__", "inline_asm_elementwise"),
          definitions=("__array_interface__", "__cuda_array_interface__", "__array_struct__"),
@@ -207,7 +214,8 @@ TABLE = (
                   r"\b(dlopen|dlmopen|dlsym|dlvsym|LoadLibrary\w*|GetProcAddress|cdll|CDLL)\b|"
                   r"\bPy(Import|Run|Eval)_\w+|\bPy_CompileString\w*|\bPyObject_(GetAttr|SetAttr|GenericGetAttr)\w*|"
                   r"\bmodule_?\s*::\s*import\b|\b(py|pybind11)\s*::\s*(eval|exec|eval_file|globals)\b|\.attr\s*\(|"
-                  r"\bnvrtc\w+|\bnvJitLink\w+|\bcuModuleLoadData\w*|\bcuLinkCreate\w*"),
+                  r"\bnvrtc\w+|\bnvJitLink\w+|\bcuModuleLoadData\w*|\bcuLinkCreate\w*|\btorch\s*::\s*jit\b|"
+                  r"\bCompilationUnit\b"),
                   "loads code at run time or reaches Python from C++"),
               # A binding needs pybind11's PYBIND11_MODULE, `m.def`, argument and GIL helpers, or the C API's module
               # definition and conversions of numbers and text; anything else of either (`PySys_GetObject`,
@@ -225,10 +233,13 @@ TABLE = (
               # `asm(".globl f\n f: jmp open@PLT")`: a call or jump to a symbol from assembly, which no rule reads
               Cpp("text", re.compile(
                   r"@PLT\b|@GOT\w*|\.globl\b|\.type\s+\w+\s*,\s*[@%]function|"
-                  r"\bj(mp|mpq|e|ne|z|nz|a|ae|b|be|g|ge|l|le|s|ns|o|no|c|nc)\s+\*?[A-Za-z_]\w*|"
+                  r"\bj(mp|mpq|e|ne|z|nz|a|ae|b|be|g|ge|l|le|s|ns|o|no|c|nc)\s+[*%$]*[A-Za-z_]\w*|"
                   r"\b(__asm__|__asm|asm)\b[^;]{0,40}\(\s*(\"([^\"\\\n]|\\.){0,2000}\"\s*)*?"
-                  r"\"([^\"\\\n]|\\.){0,2000}?\bcall[lq]?\s+\*?[A-Za-z_]"),
-                  "calls or jumps to a symbol from assembly (what is called is hidden)"))),
+                  r"\"([^\"\\\n]|\\.){0,2000}?\b(call[lq]?|ret[lq]?|push[lq]?\s+\$)\s*[*%$A-Za-z_]|"
+                  # x86 registers and symbol immediates: host assembly, which no task needs (PTX names none)
+                  r"%%?(r[abcd]x|r[sd]i|r[sb]p|rip|e[abcd]x|e[sd]i|e[sb]p|[abcd][lh]|[sd]il|[sb]pl|[xyz]mm\d+)\b|"
+                  r"\bmovabs[qlwb]?\b|\.(byte|word|long|quad|incbin|ascii|asciz|octa)\b"),
+                  "calls or jumps from assembly, or host assembly at all (what it calls is hidden)"))),
     Rule("monkeypatch", "changing another module's state (torch, time, builtins, spec, operator kernels, torch's "
                         "private bindings torch._C) can fake timings or checks and outlives the call",
          "changes another module's state",
@@ -246,7 +257,7 @@ TABLE = (
          definitions=("__torch_function__", "__torch_dispatch__"),
          cpp=(Cpp("text", re.compile(
              r"\bTORCH_LIBRARY(_IMPL|_FRAGMENT)?\s*\(\s*(aten|prims?|c10d|_c10d_functional)\b|"
-             r"\bc10\s*::\s*Dispatcher\b|\bregisterFallback\b|"
+             r"\bDispatcher\s*::|\bc10\s*::\s*Dispatcher\b|\bregisterFallback\b|\bfindSchema\w*|\bfindOp\b|"
              r"\b(mprotect|mremap|process_vm_readv|process_vm_writev|ptrace|dl_iterate_phdr)\b|--wrap\b|\b__libc_\w+"),
              "overrides operators or patches the process's code or memory"),),
          notes={"torch._C": "reaches torch's private C bindings", "_C": "reaches private C bindings (torch._C)"}),
@@ -280,6 +291,16 @@ TABLE = (
               Cpp("text", re.compile(r"(?:(?<!\belse)(?<!\bdo)(?<=\w)|(?<=[)\]]))\s*\b(?:__asm__|__asm|asm)\s*\(\s*"
                                      r"(?:u8|u|U|L)?\"[\w.$@]+\"\s*\)\s*(?=[;,={]|__attribute__|\[\[)"),
                   "an asm label binds a declaration to another symbol (what is called is hidden)", in_strings=False),
+              # The rules name libtorch's and the C++ library's members qualified (`at::launch`, `c10::Dispatcher`,
+              # `std::async`): a using-directive, a namespace alias or a macro of a namespace makes them bare
+              Cpp("text", re.compile(r"(?m)\busing\s+namespace\s+(::\s*)?(at|c10|torch|caffe2|std|aten)\s*;|"
+                                     r"\bnamespace\s+\w+\s*=\s*(::\s*)?(at|c10|torch|caffe2|std|aten)\s*;|"
+                                     r"\busing\s+(::\s*)?(at|c10|caffe2)\s*::\s*(?!(Tensor|TensorOptions|IntArrayRef|"
+                                     r"ScalarType|Scalar|Device|DeviceType|Half|BFloat16|optional|nullopt)\s*;)|"
+                                     r"^[ \t]*#[ \t]*define[ \t]+\w+(\([^)\n]*\))?[ \t]+(::\s*)?(at|c10|torch|caffe2|std|"
+                                     r"aten)[ \t]*$"),
+                  "names libtorch's or the C++ library's members unqualified (a using-directive, alias or macro "
+                  "of their namespace), which the rules read qualified", in_strings=False),
               # `#define LP (` then `open LP p, 0)`: a call whose parenthesis the rules never see
               Cpp("text", re.compile(r"(?m)^[ \t]*#[ \t]*define[ \t]+\w+(?:\([^)\n]*\))?[ \t]+\(+[ \t]*$"),
                   "a macro that is only an opening parenthesis hides the calls it opens", in_strings=False))),
@@ -348,7 +369,10 @@ ALLOWED = (
     "sys.float_repr_style", "sys.stdout", "sys.stderr", "sys.getrecursionlimit", "sys.setrecursionlimit",
     "sys.getsizeof", "sys.getrefcount", "sys.getdefaultencoding", "sys.getfilesystemencoding",
     "sys.intern", "sys.is_finalizing", "sys.executable", "sys.exc_info", "sys.exception", "sys.flags",
-    "diffusers.AutoencoderKLWan", "torch.profiler.record_function")     # of diffusers only the model (its loaders import and get names given as text)
+    "diffusers.AutoencoderKLWan", "torch.profiler.record_function", "sys.stdout.write", "sys.stdout.flush",
+    "sys.stderr.write", "sys.stderr.flush", "torch.compiler.disable", "torch.compiler.is_compiling",
+    "torch.compiler.is_dynamo_compiling", "torch.compiler.cudagraph_mark_step_begin", "torch.compiler.allow_in_graph",
+    "torch.compiler.reset")     # of diffusers only the model (its loaders import and get names given as text)
 
 # The narrow-numerics rule's arithmetic: dtypes no value may be cast to, the integer dtypes whose cast of a quotient
 # rounds it, the rounding functions that snap to a grid when a scale is applied, and the clamp bounds of narrow

@@ -285,6 +285,13 @@ PY_FIRES = [
     ("process", "import weakref\ndef f(x, g):\n    return weakref.ref(x, g)"),
     ("foreign-code", "import torch\nf = torch.compile(abs, options={'trace.debug_dir': 'x'})"),
     ("foreign-code", "import torch\nkw = {'backend': 'x'}\nf = torch.compile(abs, **kw)"),
+    # torch's loaders of compiled artifacts and objects unpickle any code; the streams' buffers open files
+    ("foreign-code", "import torch\ntorch.compiler.load_cache_artifacts(b'x')"),
+    ("foreign-code", "import torch\nf = torch.compiler.load_compiled_function(None)"),
+    ("foreign-code", "import torch.distributed as dist\ndef f(x):\n    dist.broadcast_object_list(x)"),
+    ("file-io", "import sys\nF = type(sys.stdout.buffer)"),
+    ("file-io", "import sys\ndef f(s):\n    return s\nf(sys.stderr)"),
+    ("file-io", "import torch\ng = torch.cuda.gds.GdsFile('x', 0)"),
     ("narrow-numerics", "import triton.language as tl\ndef k(a, s):\n    return tl.dot_scaled(a, s, 'e4m3', a, s, 'e4m3')"),
 ]
 
@@ -355,6 +362,9 @@ PY_QUIET = [
     "isinstance(x, torch.Tensor)\nhasattr(torch, 'compile')",                # plain aliases are followed
     "import torch\ndef f(m):\n    return m.load_state_dict({}, strict=False, assign=True)",
     "import torch\ndef f(m):\n    with torch.profiler.record_function('decoder'):\n        return m",
+    "import sys\nfrom sys import stderr\nprint('x', file=sys.stderr)\nprint('y', file=stderr)\nsys.stderr.write('z')\n"
+    "sys.stdout.flush()",
+    "import torch\n@torch.compiler.disable\ndef f(x):\n    return x",
     "def f(world):\n    match world:\n        case 1 | 2:\n            return 0\n        case _:\n            return 1",
 ]
 
@@ -475,6 +485,15 @@ CPP_FIRES = [
     ("narrow-numerics", 'asm volatile("mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 {%0,%1}, {%2};");\n'),
     ("narrow-numerics", 'asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f16.f16.f16 {%0}, %1, %2;");\n'),
     ("narrow-numerics", "__device__ half2 f(half2 a, half2 s) { return __hfma2(a, a, s); }\n"),
+    # host assembly by a register; libtorch's namespaces made bare; the dispatcher; TorchScript from C++
+    ("foreign-code", 'int f(const char* c) { int r; asm volatile("movabs $system+0, %%rax\\n\\tcall *%%rax" : "=a"(r) '
+                     ': "D"(c)); return r; }\n'),
+    ("dynamic-name", "using namespace at;\nvoid f() { launch([]() {}); }\n"),
+    ("dynamic-name", "namespace A = ::c10;\n"),
+    ("dynamic-name", "#define NS at\nvoid f() { NS::launch([]() {}); }\n"),
+    ("monkeypatch", 'void f() { auto op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::x", ""); }\n'),
+    ("foreign-code", 'int64_t f(const std::string& s) { return torch::jit::compile(s)->run_method("f").toInt(); }\n'),
+    ("process", "#define AT_LOAD constructor\n__attribute__((AT_LOAD)) static void f() {}\n"),
 ]
 
 
@@ -518,6 +537,7 @@ CPP_QUIET = [
     "asm volatile(\"wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0}, %1, %2;\");\n"
     "asm volatile(\"ld.global.nc.v4.f32 {%0,%1,%2,%3}, [%4];\");\n",
     "void f(int* jb, int n) { for (int je = 0; je < n; ++je) jb[je] = je; }\n",
+    "using torch::Tensor;\nnamespace F = torch::nn::functional;\nusing namespace torch::indexing;\n",
 ]
 
 
@@ -911,7 +931,10 @@ def test_review_reasons_name_the_task_rules():
                                          ("matches_attributes.py", "dynamic-name"),
                                          ("casts_by_type_name.py", "narrow-numerics"),
                                          ("accumulates_in_fp16.py", "narrow-numerics"),
-                                         ("resolves_by_text.py", "foreign-code")])
+                                         ("resolves_by_text.py", "foreign-code"),
+                                         ("opens_through_a_stream.py", "file-io"),
+                                         ("calls_from_assembly", "foreign-code"),
+                                         ("sums_in_fp16.py", "narrow-numerics")])
 def test_cheats_the_rules_catch(cheat, rule):
     assert rule in fired(audit.audit(os.path.join(ROOT, "tests", "cheats", cheat)))
 
@@ -1047,9 +1070,23 @@ def test_unaudited_files(tmp_path):
                             "LICENSE": "x", "docs/notes.txt": "x", ".hidden/anything.bin": b"\0",
                             "README.cpython-311-x86_64-linux-gnu.so": b"\x7fELF"})   # imports as `README`
     report = audit.audit(str(d))
+    # a hidden folder's files are a rank's to read too
     assert sorted((f.file, f.rule) for f in report.findings) == [
-        ("README.cpython-311-x86_64-linux-gnu.so", "unaudited-file"), ("fast.so", "unaudited-file"),
-        ("weights.npy", "unaudited-file")]
+        (".hidden/anything.bin", "unaudited-file"), ("README.cpython-311-x86_64-linux-gnu.so", "unaudited-file"),
+        ("fast.so", "unaudited-file"), ("weights.npy", "unaudited-file")]
+
+
+def test_documentation_is_a_few_pages_wherever_it_lies(tmp_path):
+    """Documentation, and sources in hidden folders (read only where included), together at most 256 KiB: more is
+    data shipped past the audit, which a rank can read."""
+    page = "x" * (100 * 1024)
+    d = solution(tmp_path, {"README.md": page, "docs/a.txt": page})
+    assert audit.audit(str(d)).ok
+    (d / ".docs").mkdir()
+    (d / ".docs" / "b.h").write_text(page)
+    report = audit.audit(str(d))
+    assert [(f.rule, f.reason.split(":")[0]) for f in report.findings] == [
+        ("unaudited-file", f"documentation of {3 * len(page)} bytes in 3 file(s)")], audit.format_report(report)
 
 
 @pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symlinks")
@@ -1308,6 +1345,13 @@ def test_cpp_near_miss_is_quiet(tmp_path, source):
     ("acc = tl.zeros((16, 16), dtype=tl.float16)\n    acc += tl.dot(a, a)", True),
     ("acc = tl.zeros((16, 16), dtype=tl.float16)\n    acc = acc + tl.dot(a, a)", True),
     ("acc = tl.zeros((16, 16), dtype=ONCE)\n    acc += tl.dot(a, a)\n    c = tl.dot(a, a).to(tl.bfloat16)", False),
+    # sums carried across a loop in 16 bits, through a temporary, without a dot, or through memory
+    ("acc = tl.zeros((16, 16), dtype=tl.float32)\n    for i in range(4):\n        t = acc + tl.dot(a, a)\n"
+     "        acc = t.to(tl.float16)", True),
+    ("acc = tl.zeros((16,), dtype=tl.float16)\n    for i in range(4):\n        acc += tl.sum(a, 1).to(tl.float16)", True),
+    ("for i in range(4):\n        tl.store(a_ptr, tl.load(a_ptr) + tl.dot(a, a))", True),
+    ("acc = tl.zeros((16, 16), dtype=tl.float32)\n    for i in range(4):\n        b = tl.load(a_ptr + i)\n"
+     "        acc += tl.dot(a, b)\n        c = acc.to(tl.bfloat16)\n        tl.store(a_ptr + i, c)", False),
 ])
 def test_a_dot_accumulates_where_its_accumulator_was_made(tmp_path, source, flagged):
     """tl.dot's result takes its accumulator's dtype: each value the accumulator's name gets is traced, tuple

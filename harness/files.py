@@ -23,6 +23,7 @@ DOC_SUFFIX = (".md", ".txt", ".rst")
 DOC_NAMES = ("LICENSE", "LICENCE", "README", "NOTICE", "AUTHORS", ".gitignore")
 BIG_CONSTANT = 256 * 1024      # characters: a longer string or bytes constant is data, not code
 BIG_FILE = tree.BIG_FILE       # bytes: a longer source is data, not code (and is read no further)
+BIG_SOLUTION = 1024 * 1024     # bytes of all a solution's files: the baseline is 50 KB; more is data shipped
 # solution.yml's flags: cpp_extension writes each unquoted into build.ninja, which runs it through /bin/sh, so a flag
 # is one token without blanks or shell syntax; options that run, load or include other files are refused (alone,
 # after `=` or `,`: `-Xcompiler=-include,x`, `-Wp,-imacros,x`), and so are absolute and parent paths.
@@ -132,6 +133,10 @@ class Solution:
             # other file there is as unaudited as one outside them, and their documentation counts with the rest.
             everything = [f for f in found.files
                           if not any(part.startswith(".") for part in os.path.relpath(f, path).split(os.sep)[:-1])]
+            total = sum(os.path.getsize(f) for f in found.files)
+            if total > BIG_SOLUTION:
+                self.unit_for(path).add(0, "unaudited-file", f"the solution's files hold {total} bytes: more than "
+                                                             f"{BIG_SOLUTION // 1024} KiB is data, not code")
             shown = set(everything)
             hidden = [f for f in found.files if f not in shown]
             everything += [f for f in hidden if not f.endswith(CPP_SUFFIX + PY_SUFFIX + YML_SUFFIX)]

@@ -121,17 +121,29 @@ def _accumulates_in_fp32(self, value, seen):
     return isinstance(value, ast.Name)      # a name met again: its other values decide
 
 
-SIXTEEN = {"triton.language.float16", "triton.language.bfloat16", "triton.language.core.float16",
-           "triton.language.core.bfloat16"}
+INTS = {f"triton.language.{t}" for t in ("int1", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                                         "uint64")}
 
 
-def _in_kernel(self, node):
-    """Whether `node` lies in a function whose decorators are Triton's (`@triton.jit`, `@triton.autotune(...)`)."""
+def _kernel_of(self, node):
+    """The function `node` lies in, where it is a Triton kernel: decorated by Triton (`@triton.jit`,
+    `@triton.autotune(...)`) or given to a Triton call anywhere in the file (`k = triton.jit(_k)`)."""
     f = self.parent.get(node)
     while f is not None and not isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)):
         f = self.parent.get(f)
-    return f is not None and any(q.startswith("triton.") for d in f.decorator_list
-                                 for q in self.names.qualify(d.func if isinstance(d, ast.Call) else d))
+    if f is None:
+        return None
+    q = self.names.qualify
+    if any(n.startswith("triton.") for d in f.decorator_list for n in q(d.func if isinstance(d, ast.Call) else d)):
+        return f
+    wrapped = any(isinstance(c, ast.Call) and any(n.startswith("triton.") for n in q(c.func)) and
+                  any(isinstance(a, ast.Name) and a.id == f.name for a in c.args) for c in ast.walk(self.tree))
+    return f if wrapped else None
+
+
+def _names(target):
+    """The names an assignment target binds (tuples unpacked)."""
+    return [n.id for n in ast.walk(target) if isinstance(n, ast.Name)]
 
 
 def _carried(loop):
@@ -140,14 +152,14 @@ def _carried(loop):
     stmts = [n for n in ast.walk(loop) if isinstance(n, ast.stmt) and n is not loop]
     first, out = {}, set()
     for n in stmts:
-        if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
-            out.add(n.target.id)
-        elif isinstance(n, ast.Assign):
-            for t in n.targets:
-                if isinstance(t, ast.Name):
-                    first[t.id] = min(first.get(t.id, n.lineno), n.lineno)
-                    if any(isinstance(v, ast.Name) and v.id == t.id for v in ast.walk(n.value)):
-                        out.add(t.id)
+        if isinstance(n, ast.AugAssign):
+            out.update(_names(n.target))
+        elif isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None:
+            read = {v.id for v in ast.walk(n.value) if isinstance(v, ast.Name)}
+            for name in (x for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) for x in _names(t)):
+                first[name] = min(first.get(name, n.lineno), n.lineno)
+                if name in read:
+                    out.add(name)
     for n in stmts:
         for v in ast.walk(n):
             if isinstance(v, ast.Name) and isinstance(v.ctx, ast.Load) and v.id in first and n.lineno < first[v.id]:
@@ -155,29 +167,65 @@ def _carried(loop):
     return out
 
 
+def _unsure_dtype(self, value):
+    """Whether a value sets a dtype that is neither fp32 (where no launch can change it) nor an integer one: a cast
+    or a tensor made in fp16, bf16, a dtype named by text or taken from a pointer (`p.dtype.element_ty`)."""
+    if not isinstance(value, ast.Call):
+        return False
+    f = value.func
+    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    quals = self.names.qualify(f)
+    if name in ("to", "astype") and value.args:
+        dtypes = value.args[:1]
+    elif quals & {"triton.language.cast", "triton.language.zeros", "triton.language.full"}:
+        dtypes = [k.value for k in value.keywords if k.arg == "dtype"] + value.args[1 if "zeros" in str(quals) else
+                                                                                  2 if "full" in str(quals) else 1:][:1]
+    elif isinstance(f, ast.Name):       # a kernel's helper of the solution's own: any cast in it
+        helper = next((d for d in ast.walk(self.tree) if isinstance(d, ast.FunctionDef) and d.name == f.id and
+                       _kernel_of(self, d.body[0]) is d), None)
+        return helper is not None and any(_unsure_dtype(self, c) for c in ast.walk(helper)
+                                          if isinstance(c, ast.Call) and c is not value and not (
+                                              isinstance(c.func, ast.Name) and c.func.id == f.id))
+    else:
+        return False
+    return any(not _is_fp32(self, d) and not (self.names.qualify(d) and self.names.qualify(d) <= INTS) for d in dtypes)
+
+
+def _pointer(self, node, scope, varying):
+    """A pointer expression that stays the same across a loop's iterations (`varying`: the names the loop assigns),
+    a name replaced by its one value in the kernel (`p = c_ptr + r` then `tl.store(p)`); None where it moves."""
+    if isinstance(node, ast.Name) and node.id not in varying:
+        given = _values_of(node.id, scope)
+        if len(given) == 1 and given[0] is not None:
+            node = given[0]
+    return None if {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} & varying else ast.dump(node)
+
+
 def check_loop(self, loop):
-    """In a Triton kernel, a sum carried across a loop's iterations in 16 bits (a variable made or cast to fp16 or
-    bf16 anywhere in the kernel: `acc = t.to(tl.float16)`, `acc += x.to(tl.bfloat16)`), or through memory (a store
-    to the pointer the same statement loads from), whose dtype the host decides where the audit cannot see it."""
-    if not _in_kernel(self, loop):
+    """In a Triton kernel, a sum carried across a loop's iterations in a dtype that is not sure to be fp32 (a variable
+    made or cast to fp16 or bf16, or to a dtype named by text or taken from a pointer, anywhere in the kernel:
+    `acc = t.to(tl.float16)`, `acc += x.to(tl.bfloat16)`), or through memory (a store in the loop to a pointer it
+    loads from, an atomic add in the loop), whose dtype the host decides where the audit cannot see it."""
+    scope = _kernel_of(self, loop)
+    if scope is None:
         return
     q = self.names.qualify
-    scope = self.names.scope_of(loop)
     for name in sorted(_carried(loop)):
-        values = _values_of(name, scope) if scope is not None else []
-        values += [n.value for n in ast.walk(loop) if isinstance(n, ast.AugAssign) and
-                   isinstance(n.target, ast.Name) and n.target.id == name]
-        if any(isinstance(v, ast.Call) and any(q(a) & SIXTEEN for a in v.args + [k.value for k in v.keywords])
-               for v in values if v is not None):
-            self.add(loop, "narrow-numerics", f"`{name}` is summed across the loop in 16 bits (fp16/bf16): the "
-                                              f"task's sums are fp32")
-    for n in ast.walk(loop):
-        if isinstance(n, ast.Call) and "triton.language.store" in q(n.func) and n.args:
-            where = ast.dump(n.args[0])
-            if any(isinstance(m, ast.Call) and "triton.language.load" in q(m.func) and m.args and
-                   ast.dump(m.args[0]) == where for m in ast.walk(n) if m is not n):
-                self.add(n, "narrow-numerics", f"`{ast.unparse(n)[:60]}` sums through memory across the loop, in a "
-                                               f"dtype the audit cannot see (the task's sums are fp32 in registers)")
+        values = _values_of(name, scope)
+        values += [n.value for n in ast.walk(loop) if isinstance(n, ast.AugAssign) and name in _names(n.target)]
+        if any(_unsure_dtype(self, v) for v in values if v is not None):
+            self.add(loop, "narrow-numerics", f"`{name}` is summed across the loop in a dtype that may be 16 bits "
+                                              f"(fp16/bf16, or one named at run time): the task's sums are fp32")
+    varying = {x for n in ast.walk(loop) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For))
+               for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) for x in _names(t)}
+    calls = [n for n in ast.walk(loop) if isinstance(n, ast.Call) and n.args]
+    loads = {_pointer(self, n.args[0], scope, varying) for n in calls if "triton.language.load" in q(n.func)} - {None}
+    for n in calls:
+        where = _pointer(self, n.args[0], scope, varying)
+        if where is not None and ("triton.language.store" in q(n.func) and where in loads or
+                                  any(x.startswith("triton.language.atomic_") for x in q(n.func))):
+            self.add(n, "narrow-numerics", f"`{ast.unparse(n)[:60]}` sums through memory across the loop, in a "
+                                           f"dtype the audit cannot see (the task's sums are fp32 in registers)")
 
 
 def _summed_in_fp32(self, dot):

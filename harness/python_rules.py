@@ -71,6 +71,14 @@ class Checker(ast.NodeVisitor):
                 return True
         return False
 
+    @functools.cached_property
+    def print_bound(self):
+        """Whether the file binds the name `print` anywhere (a def, an import, an assignment, a parameter)."""
+        return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name == "print" or
+                   isinstance(n, ast.Name) and n.id == "print" and not isinstance(n.ctx, ast.Load) or
+                   isinstance(n, ast.alias) and (n.asname or n.name.split(".")[0]) == "print" or
+                   isinstance(n, ast.arg) and n.arg == "print" for n in ast.walk(self.tree))
+
     def check_stream(self, node):
         """sys.stdout and sys.stderr as print's `file=` only (their `.write` and `.flush` are names of their own): as
         a value they lead to their buffer, whose type opens files (`type(sys.stdout.buffer)(path)`)."""
@@ -79,8 +87,8 @@ class Checker(ast.NodeVisitor):
         up, call = self.parent.get(node), None
         if isinstance(up, ast.keyword) and up.arg == "file":
             call = self.parent.get(up)
-        if not (isinstance(call, ast.Call) and "builtins.print" in self.names.qualify(call.func) | {
-                getattr(call.func, "id", "")}):
+        if not (isinstance(call, ast.Call) and "builtins.print" in self.names.qualify(call.func)) or \
+                self.print_bound:
             self.add(node, "file-io", f"`{ast.unparse(node)[:40]}` as a value (not print's file=) reaches its "
                                       f"buffer, whose type opens files")
 

@@ -204,7 +204,11 @@ TABLE = (
                 "torch.compiler.*", "torch.export.*", "torch.distributed.broadcast_object_list",
                 "torch.distributed.all_gather_object", "torch.distributed.gather_object",
                 "torch.distributed.scatter_object_list", "torch.distributed.send_object_list",
-                "torch.distributed.recv_object_list"),
+                "torch.distributed.recv_object_list", "torch.distributed.distributed_c10d.broadcast_object_list",
+                "torch.distributed.distributed_c10d.all_gather_object", "torch.distributed.distributed_c10d.gather_object",
+                "torch.distributed.distributed_c10d.scatter_object_list",
+                "torch.distributed.distributed_c10d.send_object_list",
+                "torch.distributed.distributed_c10d.recv_object_list"),
          attributes=("load_library", "__import__", "__array_interface__", "__cuda_array_interface__",
                      "__array_struct__", "inline_asm_elementwise"),
          definitions=("__array_interface__", "__cuda_array_interface__", "__array_struct__"),
@@ -233,11 +237,14 @@ TABLE = (
               # `asm(".globl f\n f: jmp open@PLT")`: a call or jump to a symbol from assembly, which no rule reads
               Cpp("text", re.compile(
                   r"@PLT\b|@GOT\w*|\.globl\b|\.type\s+\w+\s*,\s*[@%]function|"
-                  r"\bj(mp|mpq|e|ne|z|nz|a|ae|b|be|g|ge|l|le|s|ns|o|no|c|nc)\s+[*%$]*[A-Za-z_]\w*|"
+                  r"\bj(mpq?|n?[abceglopsz]|n?[abgl]e|p[eo]|[er]?cxz)\s+[*%$]*[A-Za-z_\[(]|"
+                  r"\.(intel|att)_syntax\b|\.code(16|32|64)\b|"
                   r"\b(__asm__|__asm|asm)\b[^;]{0,40}\(\s*(\"([^\"\\\n]|\\.){0,2000}\"\s*)*?"
-                  r"\"([^\"\\\n]|\\.){0,2000}?\b(call[lq]?|ret[lq]?|push[lq]?\s+\$)\s*[*%$A-Za-z_]|"
+                  r"\"([^\"\\\n]|\\.){0,2000}?\b(call[lq]?|ret[lq]?|push[lq]?|pop[lq]?|lea[lq]?|clc|stc|xchg[lq]?|"
+                  r"mov[bwlq]?|cmov\w*|jmp)\s+[*%$A-Za-z_\[(\d-]|"
                   # x86 registers and symbol immediates: host assembly, which no task needs (PTX names none)
-                  r"%%?(r[abcd]x|r[sd]i|r[sb]p|rip|e[abcd]x|e[sd]i|e[sb]p|[abcd][lh]|[sd]il|[sb]pl|[xyz]mm\d+)\b|"
+                  r"%%?(r[abcd]x|r[sd]i|r[sb]p|rip|e[abcd]x|e[sd]i|e[sb]p|[abcd][lh]|[sd]il|[sb]pl|[xyz]mm\d+|r1[0-5][dwb]?|"
+                  r"[cdefgs]s)\b|"
                   r"\bmovabs[qlwb]?\b|\.(byte|word|long|quad|incbin|ascii|asciz|octa)\b"),
                   "calls or jumps from assembly, or host assembly at all (what it calls is hidden)"))),
     Rule("monkeypatch", "changing another module's state (torch, time, builtins, spec, operator kernels, torch's "
@@ -257,7 +264,8 @@ TABLE = (
          definitions=("__torch_function__", "__torch_dispatch__"),
          cpp=(Cpp("text", re.compile(
              r"\bTORCH_LIBRARY(_IMPL|_FRAGMENT)?\s*\(\s*(aten|prims?|c10d|_c10d_functional)\b|"
-             r"\bDispatcher\s*::|\bc10\s*::\s*Dispatcher\b|\bregisterFallback\b|\bfindSchema\w*|\bfindOp\b|"
+             r"\bDispatcher\b|\bregisterFallback\b|\bfindSchema\w*|\bfindOp\b|\bLibrary\s*::\s*(IMPL|DEF|FRAGMENT)\b|"
+             r"\btorch\s*::\s*Library\b|\bDispatchKey\s*::|\bTORCH_LIBRARY\w*\s*\(\s*_\s*[,)]|\.\s*fallback\s*\(|"
              r"\b(mprotect|mremap|process_vm_readv|process_vm_writev|ptrace|dl_iterate_phdr)\b|--wrap\b|\b__libc_\w+"),
              "overrides operators or patches the process's code or memory"),),
          notes={"torch._C": "reaches torch's private C bindings", "_C": "reaches private C bindings (torch._C)"}),
@@ -301,6 +309,13 @@ TABLE = (
                                      r"aten)[ \t]*$"),
                   "names libtorch's or the C++ library's members unqualified (a using-directive, alias or macro "
                   "of their namespace), which the rules read qualified", in_strings=False),
+              # `#define SCRIPT jit`, `#define NS(x) at::x`: a name the rules read, made of a macro's text
+              Cpp("text", re.compile(r"(?m)^[ \t]*#[ \t]*define[ \t]+\w+[ \t]+(?!__)(?![A-Z0-9_]+\s*$)"
+                                     r"(?!(inline|static|const|constexpr|volatile|extern|unsigned|signed|int|long|"
+                                     r"short|float|double|void|bool|char|auto|true|false|nullptr)\s*$)[A-Za-z_]\w*[ \t]*$|"
+                                     r"^[ \t]*#[ \t]*define[ \t]+\w+\([ \t]*(?P<p>\w+)[^)]*\)[^\n]*::[ \t]*(?P=p)\b"),
+                  "a macro whose text is a bare identifier or a qualified parameter renames what the rules read",
+                  in_strings=False),
               # `#define LP (` then `open LP p, 0)`: a call whose parenthesis the rules never see
               Cpp("text", re.compile(r"(?m)^[ \t]*#[ \t]*define[ \t]+\w+(?:\([^)\n]*\))?[ \t]+\(+[ \t]*$"),
                   "a macro that is only an opening parenthesis hides the calls it opens", in_strings=False))),

@@ -291,6 +291,8 @@ PY_FIRES = [
     ("foreign-code", "import torch.distributed as dist\ndef f(x):\n    dist.broadcast_object_list(x)"),
     ("file-io", "import sys\nF = type(sys.stdout.buffer)"),
     ("file-io", "import sys\ndef f(s):\n    return s\nf(sys.stderr)"),
+    ("file-io", "import sys\ndef print(*a, file=None):\n    return type(file.buffer)\nF = print(file=sys.stdout)"),
+    ("foreign-code", "import torch.distributed.distributed_c10d as c\ndef f(x):\n    c.broadcast_object_list(x)"),
     ("file-io", "import torch\ng = torch.cuda.gds.GdsFile('x', 0)"),
     ("narrow-numerics", "import triton.language as tl\ndef k(a, s):\n    return tl.dot_scaled(a, s, 'e4m3', a, s, 'e4m3')"),
 ]
@@ -494,6 +496,12 @@ CPP_FIRES = [
     ("monkeypatch", 'void f() { auto op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::x", ""); }\n'),
     ("foreign-code", 'int64_t f(const std::string& s) { return torch::jit::compile(s)->run_method("f").toInt(); }\n'),
     ("process", "#define AT_LOAD constructor\n__attribute__((AT_LOAD)) static void f() {}\n"),
+    ("foreign-code", 'asm(".intel_syntax noprefix\\n clc\\n jnb system\\n .att_syntax");\n'),
+    ("foreign-code", 'void f() { asm volatile("jmp *(%%r12)"); }\n'),
+    ("monkeypatch", 'static torch::Library lib(torch::Library::IMPL, "x", c10::DispatchKey::CPU, "f.cpp", 1);\n'),
+    ("monkeypatch", "TORCH_LIBRARY_IMPL(_, CPU, m) { m.fallback(f); }\n"),
+    ("dynamic-name", "#define SCRIPT jit\nint64_t f(const std::string& s) { return torch::SCRIPT::compile(s); }\n"),
+    ("dynamic-name", "#define NS(x) at::x\nvoid f() { NS(launch)([]() {}); }\n"),
 ]
 
 
@@ -538,6 +546,9 @@ CPP_QUIET = [
     "asm volatile(\"ld.global.nc.v4.f32 {%0,%1,%2,%3}, [%4];\");\n",
     "void f(int* jb, int n) { for (int je = 0; je < n; ++je) jb[je] = je; }\n",
     "using torch::Tensor;\nnamespace F = torch::nn::functional;\nusing namespace torch::indexing;\n",
+    "#define CHECK_CUDA(x) TORCH_CHECK(x.device().is_cuda(), #x \" must be on CUDA\")\n"
+    "#define DIV_UP(a, b) (((a) + (b) - 1) / (b))\n#define HD __host__ __device__\n#define WARP 32\n"
+    "#define TILE TILE_M\n__device__ void f(float* x) { asm volatile(\"bar.sync 0;\"); }\n",
 ]
 
 
@@ -1350,6 +1361,14 @@ def test_cpp_near_miss_is_quiet(tmp_path, source):
      "        acc = t.to(tl.float16)", True),
     ("acc = tl.zeros((16,), dtype=tl.float16)\n    for i in range(4):\n        acc += tl.sum(a, 1).to(tl.float16)", True),
     ("for i in range(4):\n        tl.store(a_ptr, tl.load(a_ptr) + tl.dot(a, a))", True),
+    ("acc = tl.zeros((16,), dtype=tl.float32)\n    for i in range(4):\n        acc, j = (acc + a).to(tl.dtype('fp16')), 0",
+     True),
+    ("acc = tl.zeros((16,), dtype=tl.float32)\n    for i in range(4):\n        acc: tl.tensor = (acc + a).to(a_ptr.dtype.element_ty)",
+     True),
+    ("for i in range(4):\n        old = tl.load(a_ptr)\n        tl.store(a_ptr, old + a)", True),
+    ("p = a_ptr + 1\n    for i in range(4):\n        tl.store(a_ptr + 1, tl.load(p) + a)", True),
+    ("for i in range(4):\n        tl.atomic_add(a_ptr, a)", True),
+    ("for i in range(4):\n        x = tl.load(a_ptr + i)\n        tl.store(a_ptr + i, x * 2)", False),
     ("acc = tl.zeros((16, 16), dtype=tl.float32)\n    for i in range(4):\n        b = tl.load(a_ptr + i)\n"
      "        acc += tl.dot(a, b)\n        c = acc.to(tl.bfloat16)\n        tl.store(a_ptr + i, c)", False),
 ])

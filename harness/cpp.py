@@ -8,7 +8,7 @@ import re
 import shutil
 import subprocess
 
-from harness import files, rules, tree
+from harness import files, patterns, rules, tree
 from harness.cpp_numerics import narrow_calls
 
 INCLUDE = re.compile(r"(?m)^[ \t]*#[ \t]*(include_next|include|import|embed)\b[ \t]*(.*)$")
@@ -287,7 +287,7 @@ def _scan_view(code, line_of, rules, includes=True):
     return hits, found
 
 
-_STRING_RULES = [r for r in rules.CPP_RULES if r[2] is not rules.NARROW_TEXT]   # NARROW_TEXT: every string already
+_STRING_RULES = [r for r in rules.CPP_RULES if r[2] is not patterns.NARROW_TEXT]   # NARROW_TEXT: every string already
 
 
 def scan_string(s):

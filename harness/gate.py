@@ -30,13 +30,12 @@ from harness import checks, hardware, maps, report
 from harness.group import Group, GroupFailed
 from harness.inputs import Fresh
 from harness.runner import call_timeout, floored, judged, too_fast
-from harness.run import Run, excluded
+from harness.run import ROOT, Run, excluded
 
 FRESH_LATENT_FRAMES = 2                              # the fresh clips: f5's shape (first chunk + one more)
 # The audit of the largest honest solution takes seconds; its regexes and walks over a source built to be slow to
 # read must fail the gate, never hang it.
 AUDIT_S = 120
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class Gate:

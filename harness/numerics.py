@@ -19,6 +19,8 @@ def scaling(node, ops=(ast.Div, ast.Mult)):
 
 
 FP32 = {"triton.language.float32", "triton.language.core.float32"}
+# Where Triton's tensor makers and cast take their dtype positionally
+DTYPE_AT = {"triton.language.zeros": 1, "triton.language.full": 2, "triton.language.cast": 1}
 
 
 def _is_dot(quals):
@@ -101,9 +103,8 @@ def _accumulates_in_fp32(self, value, seen):
             if acc is not None:
                 return _accumulates_in_fp32(self, acc, seen)
             return "out_dtype" not in kw or _is_fp32(self, kw["out_dtype"])
-        at = {"triton.language.zeros": 1, "triton.language.full": 2}
-        dtype = next((kw.get("dtype", value.args[at[n]] if len(value.args) > at[n] else None)
-                      for n in quals if n in at), None)
+        dtype = next((kw.get("dtype", value.args[DTYPE_AT[n]] if len(value.args) > DTYPE_AT[n] else None)
+                      for n in quals if n in DTYPE_AT and n != "triton.language.cast"), None)
         if dtype is not None:
             return _is_fp32(self, dtype)
         if isinstance(value.func, ast.Attribute) and value.func.attr == "to" and value.args:
@@ -177,9 +178,9 @@ def _unsure_dtype(self, value):
     quals = self.names.qualify(f)
     if name in ("to", "astype") and value.args:
         dtypes = value.args[:1]
-    elif quals & {"triton.language.cast", "triton.language.zeros", "triton.language.full"}:
-        dtypes = [k.value for k in value.keywords if k.arg == "dtype"] + value.args[1 if "zeros" in str(quals) else
-                                                                                  2 if "full" in str(quals) else 1:][:1]
+    elif quals & set(DTYPE_AT):
+        at = min(DTYPE_AT[n] for n in quals if n in DTYPE_AT)
+        dtypes = [k.value for k in value.keywords if k.arg == "dtype"] + value.args[at:at + 1]
     elif isinstance(f, ast.Name):       # a kernel's helper of the solution's own: any cast in it
         helper = next((d for d in ast.walk(self.tree) if isinstance(d, ast.FunctionDef) and d.name == f.id and
                        _kernel_of(self, d.body[0]) is d), None)

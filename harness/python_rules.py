@@ -12,7 +12,7 @@ import functools
 import os
 import string
 
-from harness import context, cpp, files, findings, names, numerics, rules
+from harness import context, cpp, files, findings, names, numerics, patterns, rules, streams
 from harness.names import const_number, const_str, is_type, number, root
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -24,9 +24,6 @@ def _format_fields(template):
         if field is not None:
             yield field
             yield from _format_fields(spec or "")
-
-
-STREAMS = {"sys.stdout", "sys.stderr"}
 
 
 class Checker(ast.NodeVisitor):
@@ -71,29 +68,8 @@ class Checker(ast.NodeVisitor):
                 return True
         return False
 
-    @functools.cached_property
-    def print_bound(self):
-        """Whether the file binds the name `print` anywhere (a def, an import, an assignment, a parameter)."""
-        return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name == "print" or
-                   isinstance(n, ast.Name) and n.id == "print" and not isinstance(n.ctx, ast.Load) or
-                   isinstance(n, ast.alias) and (n.asname or n.name.split(".")[0]) == "print" or
-                   isinstance(n, ast.arg) and n.arg == "print" for n in ast.walk(self.tree))
-
-    def check_stream(self, node):
-        """sys.stdout and sys.stderr as print's `file=` only (their `.write` and `.flush` are names of their own): as
-        a value they lead to their buffer, whose type opens files (`type(sys.stdout.buffer)(path)`)."""
-        if not self.names.qualify(node) & STREAMS:
-            return
-        up, call = self.parent.get(node), None
-        if isinstance(up, ast.keyword) and up.arg == "file":
-            call = self.parent.get(up)
-        if not (isinstance(call, ast.Call) and "builtins.print" in self.names.qualify(call.func)) or \
-                self.print_bound:
-            self.add(node, "file-io", f"`{ast.unparse(node)[:40]}` as a value (not print's file=) reaches its "
-                                      f"buffer, whose type opens files")
-
     def check_identifier(self, node, name):
-        if name and rules.NARROW_PY.search(name):
+        if name and patterns.NARROW_PY.search(name):
             self.add(node, "narrow-numerics", f"`{name}` names a number format narrower than bf16")
 
     def module_as_value(self, node):
@@ -146,7 +122,7 @@ class Checker(ast.NodeVisitor):
     def check_string(self, node, s):
         if len(s) > files.BIG_CONSTANT:
             self.add(node, "unaudited-file", f"a {len(s)}-character constant is data the audit cannot read")
-        if rules.NARROW_TEXT.search(s):
+        if patterns.NARROW_TEXT.search(s):
             self.add(node, "narrow-numerics", f"the string {s[:40]!r} names a number format narrower than bf16")
         rule = rules.ATTRS.get(s) or rules.NAME_RULES.get(s)
         if rule:
@@ -233,7 +209,7 @@ class Checker(ast.NodeVisitor):
         if isinstance(node.ctx, ast.Load):
             self.check_dotted(node, self.names.qualify(node))
             self.module_as_value(node)
-            self.check_stream(node)
+            streams.check(self, node)
             self._use(node, node.id)
         else:
             scope = self.names.scope_of(node)
@@ -248,7 +224,7 @@ class Checker(ast.NodeVisitor):
         chain.reverse()
         for attr in chain:
             self.check_identifier(node, attr)
-            if rules.ATTR_PATTERN.match(attr):     # before `._C`: the more precise reason of the two
+            if patterns.ATTR_PATTERN.match(attr):     # before `._C`: the more precise reason of the two
                 self.add(node, "monkeypatch", f"`.{attr}` switches torch's dispatcher")
         for attr in chain:
             if attr in rules.ATTRS:
@@ -266,7 +242,7 @@ class Checker(ast.NodeVisitor):
             self.check_store(node, node, "assigns" if isinstance(node.ctx, ast.Store) else "deletes")
         else:
             self.module_as_value(node)
-            self.check_stream(node)
+            streams.check(self, node)
         if isinstance(r, ast.Name):
             self.check_identifier(r, r.id)
             if r.id in rules.NAME_RULES:

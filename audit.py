@@ -1,10 +1,17 @@
 """Static audit of a solution: named rules over every source, each with the reason it exists.
 
-    python audit.py SOLUTION [--json PATH]     # findings, then the allowances used; exit 0 clean, 1 findings, 2 usage
-    python audit.py --rules                    # the rules table
+    python audit.py SOLUTION [--json PATH] [--strict]   # exit 0 passed (review notes allowed), 1 failing findings,
+                                                        # 2 usage; --strict: notes fail too
+    python audit.py --rules                             # the rules table: each rule, fails or note, and why
 
     from audit import audit
-    report = audit("solutions/reference")      # report.ok, .findings, .allowed, .warnings
+    report = audit("solutions/reference")      # report.ok, .failures, .notes, .allowed, .warnings
+
+Two kinds of finding. A rule of rules.FAILS (the task's file-io rule; files the audit cannot read) fails the gate:
+the audit is its only check and no honest solution needs what it forbids. Every other finding is a review note:
+a construct honest decoders use (a mutable default argument, a module-level cache, a thread pool) that the runtime
+checks already stand behind (fresh latents checked in full on every timed call, threads and processes left running,
+the precision census); the gate shows it, with what a reviewer should look at, and passes.
 
 What is read, and how (one module of harness/ each; the rules themselves are one table, harness/rules.py):
 - Python (`.py`) by its syntax tree (harness/python_rules.py, names through harness/names.py and context.py): names are resolved
@@ -36,9 +43,9 @@ What is read, and how (one module of harness/ each; the rules themselves are one
   Every other file in the solution directory must be a source, documentation, or bytecode identical to its
   source's (harness/files.py).
 
-Allowances: a reviewed false positive is silenced by a comment on the finding's line,
-`# audit: allow RULE[, RULE] -- reason` (or `// ...` in C++); the reason is required, every allowance used is
-listed, and one that silences nothing is a warning. A static check cannot see everything (values computed at run
+Allowances: a reviewed note is silenced by a comment on its line, `# audit: allow RULE[, RULE] -- reason` (or
+`// ...` in C++); the reason is required, every allowance used is listed, one that silences nothing is a warning,
+and none silences a failing rule. A static check cannot see everything (values computed at run
 time, gadgets inside third-party packages, device code reading memory it was not given): the runtime checks of
 bench.py are the other half of the defence.
 """
@@ -51,28 +58,41 @@ import sys
 from harness import cpp, files, python_rules
 from harness.files import UsageError
 from harness.findings import Finding
-from harness.rules import CPP_RULES, RULES
+from harness.rules import CPP_RULES, FAILS, LOOK, RULES
 
-__all__ = ["audit", "Report", "Finding", "UsageError", "RULES", "CPP_RULES", "format_report", "format_rules", "main"]
+__all__ = ["audit", "Report", "Finding", "UsageError", "RULES", "CPP_RULES", "FAILS", "LOOK", "format_report",
+           "format_rules", "passed", "main"]
 
 
 @dataclasses.dataclass
 class Report:
     path: str
     files: list
-    findings: list
+    findings: list      # every finding not silenced: failures and review notes
     allowed: list
     warnings: list      # unused allowances: listed, not failures
 
     @property
+    def failures(self):
+        return [f for f in self.findings if f.fails]
+
+    @property
+    def notes(self):
+        return [f for f in self.findings if not f.fails]
+
+    @property
     def ok(self):
-        return not self.findings
+        """No failing finding (review notes allowed)."""
+        return not self.failures
 
     def to_json(self):
+        def entry(f):
+            return {**dataclasses.asdict(f), "fails": f.fails, "look": f.look}
         return {"solution": self.path, "ok": self.ok, "files": self.files,
-                "findings": [dataclasses.asdict(f) for f in self.findings],
-                "allowed": [dataclasses.asdict(f) for f in self.allowed],
-                "warnings": [dataclasses.asdict(f) for f in self.warnings], "rules": RULES}
+                "findings": [entry(f) for f in self.findings], "failures": [entry(f) for f in self.failures],
+                "review": [entry(f) for f in self.notes], "allowed": [entry(f) for f in self.allowed],
+                "warnings": [entry(f) for f in self.warnings], "rules": RULES,
+                "fails": sorted(FAILS)}
 
 
 def audit(path):
@@ -103,29 +123,40 @@ def _where(report, f):
     return f"{os.path.join(base, f.file) if base else f.file}:{f.line}"
 
 
-def format_report(report):
-    out = [f"audit {report.path}: {len(report.findings)} finding(s), {len(report.allowed)} allowed, "
-           f"{len(report.warnings)} warning(s) in {len(report.files)} file(s)"]
-    sections = (("findings", report.findings, False), ("allowances used", report.allowed, True),
-                ("warnings", report.warnings, True))
-    for title, items, with_reason in sections:
+def format_report(report, strict=False):
+    out = [f"audit {report.path}: {len(report.failures)} failing finding(s), {len(report.notes)} review note(s), "
+           f"{len(report.allowed)} allowed, {len(report.warnings)} warning(s) in {len(report.files)} file(s)"]
+    sections = (("failing findings", report.failures), ("review notes", report.notes),
+                ("allowances used", report.allowed), ("warnings", report.warnings))
+    for title, items in sections:
         if not items:
             continue
         out.append(f"\n{title}:")
         for f in items:
             out.append(f"  {_where(report, f)}: {f.rule}: {f.reason}")
-            if with_reason and f.allowance:
+            if f.allowance:
                 out.append(f"      allowed: {f.allowance}")
+            elif title == "review notes" and f.look:
+                out.append(f"      look at: {f.look}")
             if f.text:
                 out.append(f"      | {f.text}")
-    out.append("\n" + ("clean" if report.ok else "NOT CLEAN: fix the findings, or allow a reviewed false positive "
-                                                  "with `# audit: allow RULE -- reason` on its line"))
+    if not report.ok:
+        out.append("\nFAILED: fix the failing findings (they cannot be allowed)")
+    elif report.notes:
+        out.append("\n" + ("FAILED (--strict): review notes fail; allow a reviewed one with `# audit: allow RULE -- "
+                            "reason` on its line" if strict else "passed, with review notes"))
+    else:
+        out.append("\nclean")
     return "\n".join(out)
 
 
 def format_rules():
     width = max(map(len, RULES))
-    return "\n".join(f"{name:<{width}}  {why}" for name, why in RULES.items())
+    return "\n".join(f"{name:<{width}}  {'fails' if name in FAILS else 'note '}  {why}" for name, why in RULES.items())
+
+
+def passed(report, strict=False):
+    return report.ok and not (strict and report.notes)
 
 
 def main(argv=None):
@@ -133,6 +164,7 @@ def main(argv=None):
     parser.add_argument("solution", nargs="?", help="a directory with solution.py, or a .py file")
     parser.add_argument("--json", metavar="PATH", help="also write the report as JSON to PATH ('-': stdout)")
     parser.add_argument("--rules", action="store_true", help="print the rules and why each exists, then exit")
+    parser.add_argument("--strict", action="store_true", help="review notes fail too (exit 1)")
     args = parser.parse_args(argv)
     if args.rules:
         print(format_rules())
@@ -149,11 +181,11 @@ def main(argv=None):
     if args.json == "-":
         print(json.dumps(report.to_json(), indent=2))
     else:
-        print(format_report(report))
+        print(format_report(report, args.strict))
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(report.to_json(), f, indent=2)
-    return 0 if report.ok else 1
+    return 0 if passed(report, args.strict) else 1
 
 
 if __name__ == "__main__":

@@ -213,11 +213,12 @@ def bench(args, console):
     run = Run(geometry, cpu, isolation=not args.no_isolation)
     runner = None
     try:
+        sampler = hardware.ClockSampler(0 if cpu else gpus)
+        runner = Runner(args, solutions, geometry, cpu, console, run, sampler)
+        runner.reserve(frames)
         label = f"{geometry.name} geometry on the {'CPU (gloo)' if cpu else f'GPU ({gpus} x {gpu_name})'}"
         console.print(Text.assemble(("bench", "bold"), f" {', '.join(s['name'] for s in solutions)}: "
                                                        f"{len(workloads)} workloads, {label}; isolation: {run.isolation}"))
-        sampler = hardware.ClockSampler(0 if cpu else gpus)
-        runner = Runner(args, solutions, geometry, cpu, console, run, sampler)
         with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} calls"),
                       TimeElapsedColumn(), console=console, transient=True) as progress:
             overall = progress.add_task("workloads", total=len(order))

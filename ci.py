@@ -1,15 +1,16 @@
 """The gate: `python ci.py SOLUTION [--tiny] [--json PATH] [--junit PATH]`; exit 0 only when the audit is clean, the
 ranks ran isolated, every check passed and every workload asked ran.
 
-Exit codes: 0 passed, 1 wrong results (incorrect, input modified, tampering, impossibly fast), 2 runtime failure
-(exception, crash, timeout, build or load error), 3 audit failure, 4 harness error, 5 no isolation (the platform has
+Exit codes: 0 passed (the audit's review notes shown, not failing), 1 wrong results (incorrect, input modified, tampering, impossibly fast), 2 runtime failure
+(exception, crash, timeout, build or load error), 3 audit failure (a failing rule's finding; with --strict, a review note too), 4 harness error, 5 no isolation (the platform has
 no sandbox and --no-isolation was not given: nothing ran), 6 partial (what ran passed, but workloads this machine
 cannot run, or the audit, were left out). With several kinds of failure the code is the first of harness, audit,
 isolation, runtime, wrong, partial. A run of some workloads (--workloads) passes as what it is: its verdict line
 and JSON (`workloads`, `not_asked`) name what it covers.
 
 What it checks, beyond bench.py's per-call checks (the same rank processes, judge and sandbox):
-- audit.py's static rules over every source.
+- audit.py's static rules over every source: the task's file-io rule and unreadable files fail; every other finding
+  is a review note (console, JSON `review`, JUnit, report) with what a reviewer should look at.
 - The stored workloads (all of them by default), one call each.
 - Fresh latents that exist nowhere on disk (a secret seed, the data maker's latent statistics), a new draw for
   every call: the gate computes their fp32 decode and the release bf16 decode itself, and the allowance from them.
@@ -45,8 +46,9 @@ def exit_code(checks):
     return EXIT["passed"]
 
 
-def junit(checks, path, suite):
-    """The checks as JUnit XML; every text plain (report.plain: what XML cannot hold, and terminal controls)."""
+def junit(checks, path, suite, review=()):
+    """The checks as JUnit XML, the review notes as the audit case's output; every text plain (report.plain: what XML
+    cannot hold, and terminal controls)."""
     suite = report.plain(suite)
     root = ET.Element("testsuite", name=suite, tests=str(len(checks)),
                       failures=str(sum(c["status"] != "passed" for c in checks)))
@@ -56,7 +58,15 @@ def junit(checks, path, suite):
         if c["status"] != "passed":
             ET.SubElement(case, "failure", type=report.plain(c["status"]),
                           message=report.plain((c["reason"] or "")[:2000]))
+        if c["name"] == "audit" and review:
+            ET.SubElement(case, "system-out").text = report.plain("\n".join(note_lines(review)))
     ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
+
+
+def note_lines(review):
+    """A review note as words: where, which rule, what was found, what a reviewer looks at."""
+    return [f"review note {n['file']}:{n['line']}: {n['rule']}: {n['reason']} (look at: {n['look']})"
+            for n in review]
 
 
 def parse_args(argv):
@@ -73,6 +83,7 @@ def parse_args(argv):
     p.add_argument("--timeout-scale", type=float, default=1.0)
     p.add_argument("--no-isolation", action="store_true", help="run the ranks unconfined (never a certificate)")
     p.add_argument("--no-audit", action="store_true", help="skip the static audit (never a certificate)")
+    p.add_argument("--strict", action="store_true", help="the audit's review notes fail the gate too (exit 3)")
     p.add_argument("--json", help="write every check here")
     p.add_argument("--junit", help="write JUnit XML here")
     html.add_arguments(p, "checks")
@@ -102,6 +113,12 @@ def main(argv=None):
             waiver = "     allowed by the solution: "
             console.print(Text.assemble((waiver, "yellow"), report.quote(a, console.width, len(waiver))),
                           soft_wrap=True)
+        if name == "audit" and gate is not None:
+            lead = "     review note: "
+            for n in gate.review:      # the solution's names in its text: quoted, as its waivers are
+                note = f"{n['file']}:{n['line']}: {n['rule']}: {n['reason']}; look at: {n['look']}"
+                console.print(Text.assemble((lead, "yellow"), report.quote(note, console.width, len(lead))),
+                              soft_wrap=True)
         if status != "passed" and extra.get("error_map"):
             console.print(f"     where: {extra['error_map']['words']}")
     try:
@@ -125,7 +142,8 @@ def main(argv=None):
     asked = [w for w in spec.WORKLOADS if w in asked]
     left = [w for w in spec.WORKLOADS if w not in asked]     # a certificate names what it does not cover
     covers = f" ({len(asked)} of {len(spec.WORKLOADS)} workloads asked)" if left else ""
-    verdict = "PASSED" + covers if code == 0 else \
+    notes = f", {len(gate.review)} review note(s)" if gate is not None and gate.review else ""
+    verdict = "PASSED" + covers + notes if code == 0 else \
         f"PARTIAL (not run: {', '.join(skipped)})" if code == EXIT["partial"] else \
         f"FAILED ({len(failed)} of {len(checks)} checks)"
     if gate is not None and (said := gate.atlas.said()):
@@ -136,7 +154,8 @@ def main(argv=None):
                   soft_wrap=True)
     record = {"solution": args.solution, "exit_code": code, "passed": code == 0, "partial": code == 6,
               "verdict": verdict, "workloads": asked, "not_asked": left, "isolation": isolation, "checks": checks,
-              "geometry": gate.geometry.name if gate else None}
+              "geometry": gate.geometry.name if gate else None, "review": gate.review if gate else [],
+              "strict": args.strict}
     if gate is not None and gate.solution is not None:
         record["environment"] = report.environment(gate.gpus, gate.cpu, gate.info, [gate.solution], gate.geometry,
                                                    isolation)
@@ -144,7 +163,7 @@ def main(argv=None):
         with open(args.json, "w") as f:
             json.dump(record, f, indent=1, default=str)
     if args.junit:
-        junit(checks, args.junit, "ci")
+        junit(checks, args.junit, "ci", record["review"])
     if args.report:
         console.print(f"wrote {html.gate_page(args.report, json.loads(json.dumps(record, default=str)))}")
     return code

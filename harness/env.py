@@ -1,5 +1,5 @@
-"""What a rank starts with: its environment, the platform's (never the judge's own settings), and its group's
-rendezvous (MASTER_ADDR:MASTER_PORT).
+"""What a rank starts with: its environment, the platform's (never the judge's own settings), the judge's import paths
+(what a user installed where the judge imports it from), and its group's rendezvous (MASTER_ADDR:MASTER_PORT).
 
 The port is found without trusting that 127.0.0.1 has one: a solution may have put every ephemeral port of it in
 TIME_WAIT (bind, connect to itself, close the client side). Rank 0's store listens on every address at the port, with
@@ -7,7 +7,12 @@ SO_REUSEADDR (torch's TCPStore), so ports in TIME_WAIT do not stop it once the j
 connect to MASTER_ADDR."""
 import os
 import random
+import site
 import socket
+
+import spec
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 ENV_SAFETY = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1",
               # torch's NCCL heartbeat monitor aborts a process whose store holds a dump signal, which another
@@ -53,6 +58,25 @@ def platform_env():
     return {k: v for k, v in os.environ.items() if k in ENV_KEEP or k.startswith(ENV_PREFIXES)}
 
 
+def import_paths():
+    """The folders the judge imports packages from beyond its interpreter's own site-packages, which a rank's
+    interpreter finds by itself: its PYTHONPATH's entries (`pip install --target DIR`, a checkout of a package) and
+    its user site-packages (`pip install --user`: found under HOME, which a rank's is not). The repository and the
+    data are never among them (a solution imports `spec` and `reference` from the judge's copy)."""
+    found = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if site.ENABLE_USER_SITE:
+        found.append(site.getusersitepackages())
+    out = []
+    for p in found:
+        real = os.path.realpath(p)
+        if not os.path.isdir(real) or real in out:
+            continue
+        if any(os.path.commonpath([real, x]) in (real, x) for x in (ROOT, os.path.realpath(spec.data_dir(spec.FULL)))):
+            continue
+        out.append(real)
+    return out
+
+
 def rank_env(rank, world, port, scratch, cpu, data_dir, build_dir, pkg, addr="127.0.0.1", gpus=None,
              own_network=False):
     """A rank's environment; gpus: its group's CUDA_VISIBLE_DEVICES (the judge's GPUs 0 .. world-1, by UUID);
@@ -68,7 +92,7 @@ def rank_env(rank, world, port, scratch, cpu, data_dir, build_dir, pkg, addr="12
     env.update(ENV_SAFETY, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
                MASTER_ADDR=addr, MASTER_PORT=str(port), HOME=scratch, TMPDIR=scratch, USER="rank", LOGNAME="rank",
                TRITON_CACHE_DIR=os.path.join(scratch, "triton"), CUDA_CACHE_PATH=os.path.join(scratch, "nv"),
-               PYTHONPATH=pkg, PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1", DATA=data_dir,
+               PYTHONPATH=os.pathsep.join([pkg, *import_paths()]), PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1", DATA=data_dir,
                WAN_BUILD_DIR=build_dir)
     if cpu:
         # One thread a rank: OpenMP's spinning threads slow down by 10-50x when ranks share cores.

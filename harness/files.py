@@ -135,7 +135,7 @@ class Solution:
                           if not any(part.startswith(".") for part in os.path.relpath(f, path).split(os.sep)[:-1])]
             total = sum(os.path.getsize(f) for f in found.files)
             if total > BIG_SOLUTION:
-                self.unit_for(path).add(0, "unaudited-file", f"the solution's files hold {total} bytes: more than "
+                self.unit_for(path).add(0, "data-file", f"the solution's files hold {total} bytes: more than "
                                                              f"{BIG_SOLUTION // 1024} KiB is data, not code")
             shown = set(everything)
             hidden = [f for f in found.files if f not in shown]
@@ -167,7 +167,7 @@ class Solution:
         size = sum(os.path.getsize(f) for f in docs)
         if size > BIG_CONSTANT:
             self.unit_for(max(docs, key=os.path.getsize)).add(
-                0, "unaudited-file", f"documentation of {size} bytes in {len(docs)} file(s): more than "
+                0, "data-file", f"documentation of {size} bytes in {len(docs)} file(s): more than "
                                      f"{BIG_CONSTANT // 1024} KiB is data, not documentation")
         return python, yml, cpp, pyc, other
 
@@ -179,8 +179,29 @@ class Solution:
             if os.path.isfile(source):      # without its source a cached .pyc is never imported
                 check_pyc(self.unit_for(f), f, source)
         for f in other:
-            self.unit_for(f).add(0, "unaudited-file", "neither a source the audit reads nor documentation: a compiled "
-                                                      "module or data file could be imported or embedded unaudited")
+            if compiled(f):
+                self.unit_for(f).add(0, "unaudited-file", "compiled code, which the audit cannot read, could be "
+                                                          "imported or loaded unaudited")
+            else:
+                self.unit_for(f).add(0, "data-file", "neither a source the audit reads nor documentation")
+
+
+COMPILED_SUFFIX = (".so", ".pyd", ".dylib", ".dll", ".o", ".a", ".cubin", ".fatbin", ".pyc", ".pyo")
+COMPILED_MAGIC = (b"\x7fELF", b"MZ", b"\xca\xfe\xba\xbe", b"\xfe\xed\xfa", b"\xce\xfa\xed\xfe",
+                  b"\xcf\xfa\xed\xfe", b"!<arch>")
+
+
+def compiled(f):
+    """Whether file f is compiled code by its name or its first bytes (an ELF, PE, Mach-O or archive file; a
+    module's extension, wherever its name puts it: `kern.cpython-312-x86_64-linux-gnu.so`)."""
+    name = os.path.basename(f)
+    if name.endswith(COMPILED_SUFFIX) or ".so." in name:
+        return True
+    try:
+        head = tree.read(f, 8)[:8]
+    except (tree.NotRegular, OSError):
+        return True             # unreadable: taken for the worst
+    return head.startswith(COMPILED_MAGIC)
 
 
 def check_pyc(unit, pyc, source):
@@ -201,9 +222,10 @@ def check_pyc(unit, pyc, source):
         and int.from_bytes(data[12:16], "little") == (st.st_size & 0xFFFFFFFF)
     if flags == 0 and not stamped:
         return                   # stale: the import system compiles the source again
-    if tag != sys.implementation.cache_tag or data[:4] != importlib.util.MAGIC_NUMBER:
-        unit.add(0, "unaudited-file", f"bytecode for {tag or 'another Python'} that this audit cannot compare with "
-                                      f"its source: delete __pycache__")
+    if tag != sys.implementation.cache_tag:
+        return                   # another interpreter's: the ranks run this one, which never imports it
+    if data[:4] != importlib.util.MAGIC_NUMBER:
+        unit.add(0, "unaudited-file", "bytecode that this audit cannot compare with its source: delete __pycache__")
         return
     optimize = int(parts[2][4:]) if len(parts) == 4 and parts[2].startswith("opt-") else 0
     try:

@@ -1,10 +1,10 @@
 """The audit's findings, one file's at a time, and the allowance comments (`audit: allow RULE -- reason`) that
-silence them."""
+silence review notes. A finding of a rule in rules.FAILS fails the gate; any other is a review note."""
 import dataclasses
 import re
 
 from harness import report
-from harness.rules import BINDING, RULES
+from harness.rules import FAILS, LOOK, RULES
 
 _ALLOW = re.compile(r"audit:\s*allow\b(?P<body>.*)$")
 
@@ -17,6 +17,16 @@ class Finding:
     reason: str
     text: str = ""      # the source line
     allowance: str = ""  # for findings in Report.allowed: the allowance comment's reason
+
+    @property
+    def fails(self):
+        """Whether this finding fails the gate (else it is a review note)."""
+        return self.rule in FAILS
+
+    @property
+    def look(self):
+        """What a reviewer checks at this note."""
+        return LOOK.get(self.rule, "")
 
 
 class Unit:
@@ -49,10 +59,10 @@ class Unit:
             rules = [r for r in re.split(r"[,\s]+", rules_text.strip()) if r]
             reason = reason.strip()
             unknown = [r for r in rules if r not in RULES or r == "allowance"]
-            binding = [r for r in rules if r in BINDING]
+            binding = [r for r in rules if r in FAILS]
             if binding:
-                self.add(line, "allowance", f"an allowance cannot silence {', '.join(binding)}: the audit is its "
-                                            f"only check, so a solution may not waive it for itself")
+                self.add(line, "allowance", f"an allowance cannot silence {', '.join(binding)}: it fails the gate, "
+                                            f"and a solution may not waive that for itself")
                 continue
             if not rules or unknown:
                 self.add(line, "allowance", f"allowance names no rule: {', '.join(unknown) or '(none)'} "

@@ -1,17 +1,22 @@
 """What a group's processes hold of each GPU's memory, read by the judge through NVML, against a cap per group.
 
-The judge's own GPU work runs beside the groups' memory: the references of fresh latents (the release decode, about
-15 GiB at f481), read 1 of `out` and the figures. A group keeps what it allocated while it is frozen and held, so one
-that kept nearly a whole GPU would make that work run out of memory, and the run would end for every solution
-(tests/cheats_gpu/starves_the_judge.py). So once its CUDA is held after prepare and after each call (it can then
-allocate nothing until its next call), a group may hold at most 1/GPU_SHARE of each GPU's memory; and an
-out-of-memory error in the judge's work for one call is that group's failure where it holds more than that, else the
-judge's. With more than GPU_SHARE - 1 groups at their caps, the judge's share is not left; the README says so."""
+The judge's own GPU work runs beside the groups' memory: the references of fresh latents (fp32 and release bf16
+decodes), read 1 of `out` and the figures. A group keeps what it allocated while it is frozen and held (PyTorch's
+caching allocator keeps what a call freed), so one that kept nearly a whole GPU would make that work run out of memory,
+and the run would end for every solution (tests/cheats_gpu/starves_the_judge.py). So the judge measures what its own
+work takes before any group starts (inputs.Fresh.need: it does that work once), and a group, once its CUDA is held
+after prepare and after each call (it can then allocate nothing until its next call), may keep what is left:
+
+    cap = (the GPU's memory - what the judge holds there - its work's need (GPU 0) - MARGIN) / groups alive at once
+
+(one group in the gate; in bench, one per solution of the world). An out-of-memory error in the judge's work for
+one call is that group's failure where it holds more than its cap, else the judge's. WAN_GPU_MEMORY_GIB makes the cap
+that of a card of that size (to check an 80 GB card's caps on a larger one)."""
 import os
 
 from harness import disk
 
-GPU_SHARE = 4
+MARGIN = 1 << 30        # the judge's allocations outside torch's pool, fragmentation
 
 
 class GpuMemory:
@@ -20,6 +25,7 @@ class GpuMemory:
     def __init__(self, uuids, context=None):
         """context: makes the judge's CUDA context on GPU 0 (NVML lists a process from its context on)."""
         self.handles, self.totals, self.why_not, self.base, self.shares = [], [], None, [], {}
+        self.need, self.groups = None, 1       # the judge's work's bytes (reserve()), groups alive at once
         try:
             import pynvml
             pynvml.nvmlInit()
@@ -29,7 +35,9 @@ class GpuMemory:
             for u in uuids:
                 h = pynvml.nvmlDeviceGetHandleByUUID(u)
                 self.handles.append(h)
-                self.totals.append(pynvml.nvmlDeviceGetMemoryInfo(h).total)
+                total = pynvml.nvmlDeviceGetMemoryInfo(h).total
+                modelled = os.environ.get("WAN_GPU_MEMORY_GIB")
+                self.totals.append(min(total, int(float(modelled) * 2**30)) if modelled else total)
             if not self._sees_the_judge():
                 self.why_not = "NVML lists no process of the judge's: another PID namespace"
             # What NVML lists for no process before any group starts (the driver's own): a group's share is past it.
@@ -37,8 +45,26 @@ class GpuMemory:
         except Exception as e:          # no package, no library, no driver: nothing is capped, and the line says so
             self.handles, self.why_not = [], f"no NVML: {type(e).__name__}"
 
+    def reserve(self, need, groups):
+        """The judge's work takes `need` bytes of GPU 0 beyond what it holds; `groups` groups are alive at once."""
+        self.need, self.groups = need, max(1, groups)
+
+    def judge_holds(self, gpu):
+        """Bytes of GPU `gpu` the judge holds for itself: what NVML lists for this process (its context, its buffers,
+        its weights), less what torch keeps cached and unused, which its work reuses (counted in its need)."""
+        import torch
+        mine = sum(p.usedGpuMemory or 0 for p in self.nvml.nvmlDeviceGetComputeRunningProcesses(self.handles[gpu])
+                   if p.pid == os.getpid())
+        if torch.cuda.is_initialized():
+            mine -= torch.cuda.memory_reserved(gpu) - torch.cuda.memory_allocated(gpu)
+        return max(0, mine)
+
     def cap(self, gpu):
-        return self.totals[gpu] // GPU_SHARE
+        """A group's share of GPU `gpu` now; before reserve(), a quarter of it."""
+        if self.need is None:
+            return self.totals[gpu] // 4
+        free = self.totals[gpu] - self.judge_holds(gpu) - (self.need if gpu == 0 else 0) - MARGIN
+        return max(0, free) // self.groups
 
     def _view(self, g):
         """({pid: bytes of GPU g it holds} by NVML's list, the bytes of GPU g in use), or None where NVML does not
@@ -88,12 +114,22 @@ class GpuMemory:
             return None
         held = self.held(pids, gpus)
         for g, used in enumerate(held or []):
-            if used > self.cap(g):
+            cap = self.cap(g)
+            if used > cap:
                 return (f"its processes held {disk.gib(used)} of GPU {g}'s memory, more than a group's cap of "
-                        f"{disk.gib(self.cap(g))} (1/{GPU_SHARE} of it: the judge's decodes and checks need the rest)")
+                        f"{disk.gib(cap)} ({self.why(g)})")
         return None
+
+    def why(self, gpu):
+        """The cap's reason in words."""
+        if self.need is None:
+            return "a quarter of it"
+        need = f", {disk.gib(self.need)} for its decodes and checks" if gpu == 0 else ""
+        share = f", shared by {self.groups} groups" if self.groups > 1 else ""
+        return (f"the GPU's {disk.gib(self.totals[gpu])} less the judge's {disk.gib(self.judge_holds(gpu))} held"
+                f"{need}, {disk.gib(MARGIN)} margin{share}")
 
     def describe(self):
         if self.why_not is not None:
             return f"GPU memory not capped ({self.why_not})"
-        return f"GPU memory at most {disk.gib(self.cap(0))} a group"
+        return f"GPU memory at most {disk.gib(self.cap(0))} a group ({self.why(0)})"

@@ -145,7 +145,8 @@ class Group(Pipes, Holdings):
                                    run.pkg, addr, gpus=visible, own_network=self.net is not None)
             lock = None
             if sandbox is not None:
-                lock = {"extra": [run.pkg, os.path.abspath(solution.path), build, self.decoys.folder],
+                lock = {"extra": [run.pkg, os.path.abspath(solution.path), build, self.decoys.folder,
+                                  *env.import_paths()],
                         "exclude": sandbox["exclude"],
                         "write": [scratch] + ([] if cpu else sandbox["write"]),
                         "devices": list(DEVICES) + nodes}

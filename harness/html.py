@@ -227,6 +227,9 @@ def gate_page(folder, out):
                       fmt((c.get("figures") or {}).get("max_abs"), ".3g"),
                       fmt((c.get("figures") or {}).get("rms"), ".3g"), c.get("reason") or "")
                      for c in out["checks"]]),
+                *(["<h2>Review notes</h2>", table(["where", "rule", "found", "look at"],
+                                                  [(f"{n['file']}:{n['line']}", n["rule"], n["reason"], n["look"])
+                                                   for n in out["review"]])] if out.get("review") else []),
                 error_maps(folder, [(c["name"], c["status"], c["error_map"]) for c in out["checks"]
                                     if c.get("error_map")]),
                 environment(out.get("environment"))]

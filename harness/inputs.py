@@ -54,6 +54,46 @@ class Fresh:
             self.weights = spec.load_weights(self.device, self.geometry)
         return self.weights
 
+    def _video(self, z):
+        """The reference video of z, fp16 on the CPU: the decode writes each latent frame's video straight into it, so
+        the judge's GPU memory for a decode is one frame's work, whatever the clip's length (need())."""
+        import torch
+        g = self.geometry
+        return torch.empty((1, 3, spec.frames(z.shape[2]), *g.video_hw), dtype=torch.float16)
+
+    def need(self, max_frames):
+        """Bytes of GPU memory the judge's own work for one call takes beyond what it holds (its buffers, its
+        weights), measured by doing that work now, before any group starts: a decode of fresh latents of two latent
+        frames (the decoder's every path) in fp32 and bf16, read 1 of a video of `max_frames` latent frames, its
+        comparison with read 2 and the figures over one chunk. 0 on the CPU."""
+        import torch
+        import reference
+        from harness import checks
+        if self.device == "cpu":
+            return 0
+        self._weights()
+        torch.cuda.synchronize(self.device)
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(self.device)
+        base = torch.cuda.memory_reserved(self.device)
+        z = self.draw("the judge's own measure", 2)        # given to no call
+        with torch.no_grad():
+            ref, _ = self.full(z)
+            reference.decode_bf16(z.to(self.device), self._weights(), out=self._video(z))
+            video = (1, 3, spec.frames(max_frames), *self.geometry.video_hw)
+            read1 = torch.zeros(video, dtype=torch.bfloat16, device=self.device)
+            read2 = read1.clone()
+            torch.equal(read1.view(torch.int16), read2.view(torch.int16))
+            del read2
+            chunk = max(1, (1 << 27) // (3 * self.geometry.video_hw[0] * self.geometry.video_hw[1]))
+            checks.figures(read1, torch.zeros((1, 3, min(chunk, video[2]), *video[3:]), dtype=torch.float16),
+                           self.device)
+            del read1
+        torch.cuda.synchronize(self.device)
+        need = torch.cuda.max_memory_reserved(self.device) - base
+        torch.cuda.empty_cache()
+        return need
+
     def _allowance(self, z, ref, clip):
         """The allowance of these latents: the task's rule (3x the release bf16 decode's error) on the release
         decode's error on them, where that is above the stored clip's (a draw's error varies, the tiny geometry's
@@ -81,9 +121,9 @@ class Fresh:
         short = z.shape[2] <= SHORT_LATENT_FRAMES
         with torch.no_grad():
             if not release or short:
-                ref = reference.decode_fp32(z.to(self.device), self._weights()).to(torch.float16).cpu()
+                ref = reference.decode_fp32(z.to(self.device), self._weights(), out=self._video(z))
                 # A short clip's maximum varies most from draw to draw; a long one's is the stored clip's.
                 return ref, self._allowance(z, ref, clip) if short else allow
-            ref = reference.decode_bf16(z.to(self.device), self._weights()).to(torch.float16).cpu()
+            ref = reference.decode_bf16(z.to(self.device), self._weights(), out=self._video(z))
         cal = spec.calibration(clip, self.geometry)
         return ref, {"max_abs": allow["max_abs"] + cal["bf16_max_abs"], "rms": allow["rms"] + cal["bf16_rms"]}

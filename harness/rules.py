@@ -316,12 +316,43 @@ TABLE = (
                          "`torch.ops.aten._cast_Char`, `torch._utils`) and Python's object machinery called by its "
                          "dunder names (`x.__getattr__(name)`, `__reduce__`) are doors no list of public names "
                          "covers: a solution uses the libraries' public API", "reaches a private name"),
-    Rule("unaudited-file", "every file of a solution must be a source the audit reads: compiled modules, data files, "
-                           "bytecode that differs from its source, sources outside the solution or that do not parse "
-                           "would load unaudited", "is not audited"),
+    Rule("unaudited-file", "every file of a solution must be a source the audit reads: compiled modules, bytecode "
+                           "that differs from its source, sources outside the solution, too large or that do not "
+                           "parse would load unaudited", "is not audited"),
+    Rule("data-file", "a file that is neither a source, documentation nor compiled code, documentation beyond a few "
+                      "pages, a constant of more than 256 KiB: data, where run() may read nothing but its arguments",
+         "is data"),
     Rule("allowance", "an allowance silences a reviewed false positive only with its reason; a malformed one, or one "
                       "naming no rule, is itself a finding"),
 )
+
+# What a finding of each rule does at the gate. FAILS: the rule fails the gate, and why (a rule the audit is the
+# only check of, whose construct no honest solution needs). Every other rule's finding is a review note: the runtime
+# checks stand behind what the construct could do, and honest decoders use it; LOOK says what a reviewer checks.
+FAILS = {
+    "file-io": "the task's own rule (spec.RULES['file-io']), and the audit is its check",
+    "unaudited-file": "a compiled module, bytecode unlike its source or a source that does not parse is code the "
+                      "file-io rule is never checked on; the harness builds a solution's sources, so none needs one",
+}
+LOOK = {
+    "network": "what the connection reaches (a group has a network namespace of its own on the CPU and at world 1)",
+    "process": "that every thread or process ends within the call (the runtime fails threads and processes left "
+               "running)",
+    "environment": "that no setting of the environment changes the decode (a rank's environment is the platform's)",
+    "foreign-code": "what the loaded or generated code does (the sandbox still holds it)",
+    "monkeypatch": "what is changed, and that it is put back (the runtime compares torch's functions after each call)",
+    "state": "that what is kept is weights, modules or workspaces, never an output (every timed call gets fresh "
+             "latents)",
+    "harness-import": "why the solution needs the harness (the judge trusts nothing a rank says)",
+    "introspection": "what is read of the interpreter (the judge runs in another process)",
+    "dynamic-name": "which names are built (the runtime checks hold whatever is called)",
+    "narrow-numerics": "the task's numerics rule, a rule for the reviewers (the precision census reads what prepare "
+                       "returns; every call is checked against the fp32 decode)",
+    "private-name": "that the private name does what its public form would",
+    "data-file": "what the file holds and who reads it",
+    "allowance": "the allowance comment's form",
+}
+assert set(FAILS) | set(LOOK) == {r.name for r in TABLE} and not set(FAILS) & set(LOOK)
 
 # The names that are fine, so that a wider entry above does not catch them.
 ALLOWED = (
@@ -380,9 +411,6 @@ KNOWN_MODULES = {"torch", "triton", "numpy", "math", "cmath", "functools", "iter
                  "base64", "binascii"}
 # torch.compile's backends by name: torch's own compilers (a function of the solution's would get the graph to rewrite).
 COMPILE_BACKENDS = ("inductor", "cudagraphs", "eager", "aot_eager")
-# Rules an allowance cannot silence: the audit is the only check of what they forbid, so a solution's own comment
-# would waive the rule for itself.
-BINDING = {"narrow-numerics", "foreign-code", "private-name", "monkeypatch", "harness-import", "unaudited-file"}
 
 # The harness and the project, by top-level module name.
 HARNESS = {"bench", "loader", "audit", "ci", "bounds", "data", "harness", "tests", "conftest"}

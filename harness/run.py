@@ -90,6 +90,15 @@ class Run:
             self.isolation = "none" if isolation else "none (--no-isolation)"
             self.lock = None
 
+    def reserve_for_judge(self, fresh, max_frames, groups):
+        """Measure the judge's own GPU work (inputs.Fresh.need) before any group starts, and cap each group's GPU
+        memory at what is left, shared by `groups` groups alive at once; the isolation line says the cap and why."""
+        if self.gpumem is None or self.gpumem.why_not is not None:
+            return
+        said = self.gpumem.describe()
+        self.gpumem.reserve(fresh.need(max_frames), groups)
+        self.isolation = self.isolation.replace(said, self.gpumem.describe())
+
     def _stop(self, *_):
         self.stopped = True
         sys.exit(128 + signal.SIGTERM)

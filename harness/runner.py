@@ -115,6 +115,12 @@ class Runner:
         self.atlas = maps.Atlas(geometry, every=args.maps, report=args.report)
         self.peaks = bounds.peaks_for(cpu, args.gpu_name)
 
+    def reserve(self, frames):
+        """The judge's own GPU work measured and the groups' GPU memory capped (Run.reserve_for_judge), before any
+        group starts; every solution's group of a world is alive at once."""
+        alive = sum(not (s.get("load_error") or s.get("build_error")) for s in self.solutions)
+        self.run.reserve_for_judge(self.fresh, max(frames), groups=alive)
+
     def group(self, sol, world, frames):
         key = (sol["name"], world)
         if key not in self.groups:
@@ -148,6 +154,11 @@ class Runner:
                   spec.allowance(clip, self.geometry))
         stored_at = secrets.randbelow(self.args.min_reps)
         records, active = {}, []
+        for sol in self.solutions:
+            # Every solution's buffers of this world before its first group starts: a group's GPU memory cap counts
+            # what the judge holds (harness/gpumem.py), which must not grow under a group that has started.
+            if not (sol.get("load_error") or sol.get("build_error")):
+                self.run.buffers_for(self.solutions.index(sol), world, max(frames))
         for sol in self.solutions:
             rec = {"workload": workload, "world": world, "clip": clip, "timed": timed, "status": None,
                    "passed": False, "reason": None, "allowance": stored[2], "calls": [], "samples_s": [],

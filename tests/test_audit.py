@@ -302,7 +302,7 @@ PY_FIRES = [
 def test_python_rule_fires(tmp_path, rule, source):
     report = audit_py(tmp_path, source + "\n")
     assert rule in fired(report), f"{rule} did not fire on:\n{source}\n{audit.format_report(report)}"
-    assert not report.ok
+    assert not report.ok or rule not in audit.FAILS       # a review note passes; a failing rule's finding fails
 
 
 # Evasions that name a banned thing indirectly.
@@ -936,7 +936,7 @@ def test_review_reasons_name_the_task_rules():
 
 @pytest.mark.parametrize("cheat, rule", [("cache_by_shape.py", "state"), ("low_precision.py", "narrow-numerics"),
                                          ("hooks_before_window.py", "monkeypatch"), ("private_ops.py", "private-name"),
-                                         ("unknown_module.py", "foreign-code"), ("waives_its_audit.py", "allowance"),
+                                         ("unknown_module.py", "foreign-code"),
                                          ("rounds_in_cpp", "narrow-numerics"),
                                          ("includes_by_digraph", "narrow-numerics"),
                                          ("matches_attributes.py", "dynamic-name"),
@@ -948,6 +948,14 @@ def test_review_reasons_name_the_task_rules():
                                          ("sums_in_fp16.py", "narrow-numerics")])
 def test_cheats_the_rules_catch(cheat, rule):
     assert rule in fired(audit.audit(os.path.join(ROOT, "tests", "cheats", cheat)))
+
+
+def test_a_waived_note_is_listed_for_the_reviewer():
+    """tests/cheats/waives_its_audit.py allows its own narrow-numerics note: silenced, and listed with its reason
+    (the gate prints it as `allowed by the solution`); --strict fails the notes, not the allowed ones."""
+    report = audit.audit(os.path.join(ROOT, "tests", "cheats", "waives_its_audit.py"))
+    assert report.ok and not report.findings
+    assert [(a.rule, a.allowance) for a in report.allowed] == [("narrow-numerics", "bf16")]
 
 
 def test_an_int8_grid_in_libtorchs_cpp_is_narrow_numerics():
@@ -1083,8 +1091,11 @@ def test_unaudited_files(tmp_path):
     report = audit.audit(str(d))
     # a hidden folder's files are a rank's to read too
     assert sorted((f.file, f.rule) for f in report.findings) == [
-        (".hidden/anything.bin", "unaudited-file"), ("README.cpython-311-x86_64-linux-gnu.so", "unaudited-file"),
-        ("fast.so", "unaudited-file"), ("weights.npy", "unaudited-file")]
+        (".hidden/anything.bin", "data-file"), ("README.cpython-311-x86_64-linux-gnu.so", "unaudited-file"),
+        ("fast.so", "unaudited-file"), ("weights.npy", "data-file")]
+    assert sorted(f.file for f in report.failures) == ["README.cpython-311-x86_64-linux-gnu.so", "fast.so"]
+    d = solution(tmp_path / "elf", {"kernel.bin": b"\x7fELF\x02\x01"})      # compiled code by its bytes
+    assert [(f.file, f.rule) for f in audit.audit(str(d)).findings] == [("kernel.bin", "unaudited-file")]
 
 
 def test_documentation_is_a_few_pages_wherever_it_lies(tmp_path):
@@ -1097,7 +1108,7 @@ def test_documentation_is_a_few_pages_wherever_it_lies(tmp_path):
     (d / ".docs" / "b.h").write_text(page)
     report = audit.audit(str(d))
     assert [(f.rule, f.reason.split(":")[0]) for f in report.findings] == [
-        ("unaudited-file", f"documentation of {3 * len(page)} bytes in 3 file(s)")], audit.format_report(report)
+        ("data-file", f"documentation of {3 * len(page)} bytes in 3 file(s)")], audit.format_report(report)
 
 
 @pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symlinks")
@@ -1181,7 +1192,7 @@ def test_data_is_not_code(tmp_path, monkeypatch):
     monkeypatch.setattr(files, "BIG_CONSTANT", 100)
     monkeypatch.setattr(files, "BIG_FILE", 1000)
     report = audit_py(tmp_path, "TABLE = " + repr("ab" * 60) + "\n")
-    assert [(f.line, f.rule) for f in report.findings] == [(1, "unaudited-file")]
+    assert [(f.line, f.rule) for f in report.findings] == [(1, "data-file")]
     report = audit_cpp(tmp_path, "const unsigned char ref[] = {" + "0," * 600 + "};\n", name="table.h")
     assert [(f.file, f.line, f.rule) for f in report.findings] == [("table.h", 0, "unaudited-file")]
 
@@ -1236,7 +1247,7 @@ def test_baseline_is_clean_with_its_one_allowance():
 def test_every_rule_has_a_reason_and_a_test():
     assert all(isinstance(why, str) and len(why) > 20 for why in audit.RULES.values())
     assert all(r == r.lower() and " " not in r for r in audit.RULES)
-    tested = {r for r, _ in PY_FIRES} | {r for r, _ in CPP_FIRES} | {"allowance"}   # allowance: tests below
+    tested = {r for r, _ in PY_FIRES} | {r for r, _ in CPP_FIRES} | {"allowance", "data-file"}   # tests below
     assert tested == set(audit.RULES)
 
 
@@ -1245,19 +1256,41 @@ def test_every_rule_has_a_reason_and_a_test():
 
 def test_allowance_with_reason_silences_and_is_listed(tmp_path):
     report = audit_py(tmp_path, "import torch\n"
-                                "import pickle  # audit: allow file-io -- a reviewed import, unused in run\n")
+                                "import socket  # audit: allow network -- a reviewed import, unused in run\n")
     assert report.ok and not report.findings
     [a] = report.allowed
-    assert (a.rule, a.line, a.allowance) == ("file-io", 2, "a reviewed import, unused in run")
+    assert (a.rule, a.line, a.allowance) == ("network", 2, "a reviewed import, unused in run")
 
 
-@pytest.mark.parametrize("rule", sorted(rules.BINDING))
-def test_a_solution_cannot_allow_a_binding_rule(tmp_path, rule):
-    """The audit is the only check of these rules: a solution's own comment may not waive them."""
+@pytest.mark.parametrize("rule", sorted(rules.FAILS))
+def test_a_solution_cannot_allow_a_failing_rule(tmp_path, rule):
+    """A failing rule's finding fails the gate: a solution's own comment may not waive it."""
     report = audit_py(tmp_path, "import torch\n"
                                 f"SCALE = 'e4m3'  # audit: allow {rule} -- a label in a log message\n")
-    assert not report.ok and not report.allowed
+    assert not report.allowed
     assert {f.rule for f in report.findings} >= {"allowance"}
+    report = audit_py(tmp_path, f"import pickle  # audit: allow {rule} -- reviewed\n")
+    assert not report.ok and "file-io" in {f.rule for f in report.failures} or rule != "file-io"
+
+
+def test_only_file_io_and_unread_files_fail():
+    """The gate fails the task's file-io rule and files the audit cannot read; every other rule is a review note."""
+    assert set(rules.FAILS) == {"file-io", "unaudited-file"}
+    assert set(rules.LOOK) == set(audit.RULES) - set(rules.FAILS)
+
+
+def test_honest_patterns_are_review_notes_and_pass(tmp_path):
+    """What published decoders and pipelines write: notes a reviewer reads, never failures."""
+    source = ("import torch\nimport threading\nfrom concurrent.futures import ThreadPoolExecutor\n"
+              "_MODULES = {}\n"
+              "def conv(x, cache=None, idx=[0]):\n    idx[0] += 1\n    return x\n"
+              "def run(z, weights, rank, world, pg, out):\n"
+              "    _MODULES[len(weights)] = weights\n"
+              "    with ThreadPoolExecutor(2) as pool:\n        list(pool.map(conv, [z]))\n")
+    report = audit_py(tmp_path, source)
+    assert report.ok and not report.failures, audit.format_report(report)
+    assert {"state", "process"} <= {f.rule for f in report.notes}
+    assert all(f.look for f in report.notes)
 
 
 def test_allowance_without_reason_is_a_finding(tmp_path):
@@ -1272,14 +1305,17 @@ def test_allowance_naming_no_rule_is_a_finding(tmp_path):
 
 
 def test_allowance_covers_only_its_rules_and_line(tmp_path):
-    report = audit_py(tmp_path, "import pickle, socket  # audit: allow file-io -- reviewed\nimport shelve\n")
-    assert [(f.line, f.rule) for f in report.findings] == [(1, "network"), (2, "file-io")]
-    report = audit_py(tmp_path, "import pickle, socket  # audit: allow file-io, network -- reviewed\n")
-    assert report.ok and {a.rule for a in report.allowed} == {"file-io", "network"}
+    report = audit_py(tmp_path, "import os, socket  # audit: allow network -- reviewed\nimport ssl\nos.environ\n")
+    assert [(f.line, f.rule) for f in report.findings] == [(2, "network"), (3, "environment")]
+    report = audit_py(tmp_path, "import os, socket  # audit: allow environment, network -- reviewed\nos.environ\n")
+    assert [(f.line, f.rule) for f in report.findings] == [(2, "environment")]
+    assert [(w.line, w.rule) for w in report.warnings] == [(1, "allowance")]
+    report = audit_py(tmp_path, "import os, socket; os.environ  # audit: allow environment, network -- reviewed\n")
+    assert not report.findings and {a.rule for a in report.allowed} == {"environment", "network"}
 
 
 def test_unused_allowance_is_a_warning_not_a_failure(tmp_path):
-    report = audit_py(tmp_path, "x = 1  # audit: allow file-io -- nothing here any more\n")
+    report = audit_py(tmp_path, "x = 1  # audit: allow network -- nothing here any more\n")
     assert report.ok and [(w.line, w.rule) for w in report.warnings] == [(1, "allowance")]
     assert "unused" in report.warnings[0].reason
 
@@ -1290,11 +1326,14 @@ def test_allowance_in_a_string_is_not_an_allowance(tmp_path):
 
 
 def test_cpp_allowance(tmp_path):
-    report = audit_cpp(tmp_path, "#include <fstream>  // audit: allow file-io -- debug dump, off in run()\n"
+    report = audit_cpp(tmp_path, "#include <sys/socket.h>  // audit: allow network -- a reviewed header\n"
                                  "#include <thread>  /* audit: allow process -- a reviewed pool */\n"
-                                 "void f() { getenv(\"X\"); }  // audit: allow environment\n")
-    assert {(a.line, a.rule) for a in report.allowed} == {(1, "file-io"), (2, "process")}
-    assert {(f.line, f.rule) for f in report.findings} == {(3, "environment"), (3, "allowance")}
+                                 "void f() { getenv(\"X\"); }  // audit: allow environment\n"
+                                 "#include <fstream>  // audit: allow file-io -- debug dump, off in run()\n")
+    assert {(a.line, a.rule) for a in report.allowed} == {(1, "network"), (2, "process")}
+    assert {(f.line, f.rule) for f in report.findings} == {(3, "environment"), (3, "allowance"), (4, "file-io"),
+                                                          (4, "allowance")}
+    assert [(f.line, f.rule) for f in report.failures] == [(4, "file-io")]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -1308,12 +1347,16 @@ def cli(*args):
 def test_cli_exit_codes_and_table(tmp_path):
     clean = cli("solutions/reference")
     assert clean.returncode == 0 and "clean" in clean.stdout
-    d = solution(tmp_path, {"solution.py": "import pickle  # audit: allow file-io -- reviewed\nimport os\n"
+    d = solution(tmp_path, {"solution.py": "import socket  # audit: allow network -- reviewed\nimport os\n"
                                            "x = os.environ['SEED']\n"})
     dirty = cli(d)
-    assert dirty.returncode == 1
+    assert dirty.returncode == 0 and "passed, with review notes" in dirty.stdout
     assert f"{d}/solution.py:3: environment: `os.environ`" in dirty.stdout
-    assert dirty.stdout.index("findings:") < dirty.stdout.index("allowances used:")
+    assert dirty.stdout.index("review notes:") < dirty.stdout.index("allowances used:")
+    assert "look at: that no setting of the environment changes the decode" in dirty.stdout
+    assert cli(d, "--strict").returncode == 1
+    failing = solution(tmp_path / "failing", {"solution.py": "import pickle\n"})
+    assert cli(failing).returncode == 1 and "failing findings:" in cli(failing).stdout
     assert "allowed: reviewed" in dirty.stdout
     assert cli(tmp_path / "nothing-here").returncode == 2
     assert cli().returncode == 2
@@ -1322,14 +1365,18 @@ def test_cli_exit_codes_and_table(tmp_path):
 
 
 def test_cli_json(tmp_path):
-    d = solution(tmp_path, {"solution.py": "import socket\nimport pickle  # audit: allow file-io -- reviewed\n"})
+    d = solution(tmp_path, {"solution.py": "import socket  # audit: allow network -- reviewed\n"
+                                           "import pickle  # audit: allow file-io -- reviewed\n"})
     out = tmp_path / "report.json"
     assert cli(d, "--json", out).returncode == 1
     report = json.loads(out.read_text())
     assert report["ok"] is False and report["files"] == ["solution.py"]
-    assert [(f["file"], f["line"], f["rule"]) for f in report["findings"]] == [("solution.py", 1, "network")]
-    assert [(f["rule"], f["allowance"]) for f in report["allowed"]] == [("file-io", "reviewed")]
-    assert set(report["findings"][0]) == {"file", "line", "rule", "reason", "text", "allowance"}
+    assert [(f["file"], f["line"], f["rule"]) for f in report["findings"]] == [("solution.py", 2, "allowance"),
+                                                                              ("solution.py", 2, "file-io")]
+    assert [f["rule"] for f in report["failures"]] == ["file-io"] and report["review"][0]["rule"] == "allowance"
+    assert [(f["rule"], f["allowance"]) for f in report["allowed"]] == [("network", "reviewed")]
+    assert report["fails"] == ["file-io", "unaudited-file"]
+    assert set(report["findings"][0]) == {"file", "line", "rule", "reason", "text", "allowance", "fails", "look"}
     assert report["rules"] == audit.RULES
     stdout = cli("solutions/reference", "--json", "-")
     assert stdout.returncode == 0 and json.loads(stdout.stdout)["ok"] is True

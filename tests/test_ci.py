@@ -54,23 +54,23 @@ def test_honest_solutions_pass(tiny_data, tmp_path, solution, workloads):
 
 
 # cheat -> (exit code, check name, status, a phrase of the reason). Each runs on f1x1 and f5x1 plus fresh latents.
-# The audit's findings on the cheats only it stops are tests/test_audit.py's, and the gate's runtime checks on them
-# test_what_only_the_audit_stops_passes_every_runtime_check's; side_thread.py's audit finding and its runtime failure
-# are shown together by test_audit_findings_are_reported_beside_the_dynamic_checks.
+# The audit's findings on the cheats only it sees are tests/test_audit.py's, and the gate's review notes on them
+# test_what_only_the_audit_sees_is_a_review_note's; side_thread.py's review note and its runtime failure are shown
+# together by test_audit_findings_are_reported_beside_the_dynamic_checks.
 EXPECTED = {
     "stale_out.py": (1, "fresh latents #1 x1", "incorrect", "not finite (NaN is the poison"),
-    "cache_by_shape.py": (3, "fresh latents #2 x1", "incorrect", "max|d|"),
+    "cache_by_shape.py": (1, "fresh latents #2 x1", "incorrect", "max|d|"),
     "reads_reference.py": (3, "fresh latents #1 x1", "tampering", "read the decoy references"),
-    "patches_timer.py": (3, "start x1", "tampering", "replaced time.monotonic_ns"),
-    "patches_sync.py": (3, "start x1", "tampering", "replaced torch.cuda.synchronize"),
-    "child_process.py": (3, "f1x1", "tampering", "processes left running after the call"),
+    "patches_timer.py": (1, "start x1", "tampering", "replaced time.monotonic_ns"),
+    "patches_sync.py": (1, "start x1", "tampering", "replaced torch.cuda.synchronize"),
+    "child_process.py": (1, "f1x1", "tampering", "processes left running after the call"),
     "modifies_weights.py": (1, "f1x1", "input modified", "the weights were modified"),
-    "grid_in_given_weights.py": (3, "start x1", "input modified", "the weights were modified by prepare"),
-    "grid_flattened.py": (3, "start x1", "incorrect", "runs as stored (512 elements each) are 90% or more"),
-    "grid_as_integers.py": (3, "start x1", "incorrect", "is int16"),
+    "grid_in_given_weights.py": (1, "start x1", "input modified", "the weights were modified by prepare"),
+    "grid_flattened.py": (1, "start x1", "incorrect", "runs as stored (512 elements each) are 90% or more"),
+    "grid_as_integers.py": (1, "start x1", "incorrect", "is int16"),
     "out_alias.py": (1, "f1x1", "incorrect", "out's storage, shape or strides changed"),
     "partial_frames.py": (1, "f5x1", "incorrect", "rms(d)"),
-    "low_precision.py": (3, "f5x1", "incorrect", "rms(d)"),
+    "low_precision.py": (1, "f5x1", "incorrect", "rms(d)"),
     "skips_attention.py": (1, "fresh latents #1 x1", "incorrect", "max|d|"),
     "writes_cache_file.py": (3, "audit", "audit", "writes_cache_file.py"),
     "hangs_on_rank0.py": (2, "fresh latents #1 x1", "timeout", "no 'done' line from rank 0 within"),
@@ -110,21 +110,30 @@ def test_cheat_fails_for_its_reason(tiny_data, tmp_path, cheat):
 @pytest.mark.slow
 @pytest.mark.parametrize("cheat", ["private_ops.py", "unknown_module.py", "waives_its_audit.py",
                                    "matches_attributes.py", "hides_behind_a_literal", "casts_by_type_name.py"])
-def test_what_only_the_audit_stops_passes_every_runtime_check(tiny_data, tmp_path, cheat):
-    """Narrow numerics inside run() stay inside the allowance: with the audit off every runtime check passes (exit 6,
-    the audit not run), so the audit's rules are what fail these cheats."""
-    p, report, _ = gate(tiny_data, tmp_path, os.path.join(CHEATS, cheat), "--workloads", "f1x1,f5x1", "--no-audit")
-    assert p.returncode == 6 and failures(report) == {"audit": ("skipped", "--no-audit")}, p.stdout[-2000:]
+def test_what_only_the_audit_sees_is_a_review_note(tiny_data, tmp_path, cheat):
+    """Narrow numerics inside run() stay inside the allowance: every runtime check passes, and the task's numerics
+    rule is the reviewers' (no check reads it from the code). The gate passes with the audit's review notes shown
+    (exit 0), and --strict fails them (exit 3)."""
+    p, report, xml = gate(tiny_data, tmp_path, os.path.join(CHEATS, cheat), "--workloads", "f1x1,f5x1")
+    assert p.returncode == 0 and not failures(report), p.stdout[-2000:]
+    if cheat != "waives_its_audit.py":      # its own allowance silences its note, listed as the solution's waiver
+        assert report["review"] and "review note" in p.stdout and "review note" in xml.read_text()
+    else:
+        assert "allowed by the solution: waives_its_audit.py" in p.stdout
+    if cheat == "private_ops.py":
+        p, report, _ = gate(tiny_data, tmp_path, os.path.join(CHEATS, cheat), "--workloads", "f1x1", "--strict")
+        assert p.returncode == 3 and failures(report)["audit"][0] == "audit", p.stdout[-2000:]
+        assert "(a review note; --strict)" in failures(report)["audit"][1]
 
 
 @pytest.mark.slow      # 11 s; the default tier keeps test_audit's findings and the gate's other checks
 def test_audit_findings_are_reported_beside_the_dynamic_checks(tiny_data, tmp_path):
     p, report, _ = gate(tiny_data, tmp_path, os.path.join(CHEATS, "side_thread.py"), "--workloads", "f1x1")
     fails = failures(report)
-    assert fails["audit"][0] == "audit" and "side_thread.py" in fails["audit"][1]
+    assert "audit" not in fails and {n["rule"] for n in report["review"]} == {"process"}
     assert fails["f1x1"][0] == "tampering" and "threads left running after the call: ['late-decode']" in \
         fails["f1x1"][1], fails["f1x1"]
-    assert p.returncode == 3
+    assert p.returncode == 1
 
 
 def test_exit_codes_order():
@@ -355,16 +364,17 @@ def test_the_gate_decodes_a_worlds_references_before_its_first_call(tiny_data, m
     assert sum(1 for e, _ in events if e == "call") >= len(plan)
 
 
-def test_an_audit_that_does_not_end_fails_the_gate():
+def test_an_audit_that_does_not_end_fails_the_gate(monkeypatch):
     """tests/cheats/slows_its_audit: a source the audit reads in quadratic time; the gate runs the audit in a child
     process with a deadline (here 2 s) and fails the solution, never waits for it."""
     import types
     from harness import gate
     said = []
-    args = types.SimpleNamespace(no_audit=False, timeout_scale=2 / gate.AUDIT_S,
+    monkeypatch.setattr(gate, "AUDIT_S", 2)
+    args = types.SimpleNamespace(no_audit=False, timeout_scale=1.0,
                                  solution=os.path.join(CHEATS, "slows_its_audit"))
     started = time.monotonic()
-    gate.Gate.audit(types.SimpleNamespace(args=args, add=lambda *a, **k: said.append(a)))
+    gate.Gate.audit(types.SimpleNamespace(args=args, add=lambda *a, **k: said.append(a), review=[]))
     assert said == [("audit", "audit", "the audit did not finish in 2 s: a source that slows its reading is not "
                                        "audited")]
     assert time.monotonic() - started < 15

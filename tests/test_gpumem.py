@@ -6,7 +6,7 @@ import types
 
 import pytest
 
-from harness.gpumem import GPU_SHARE, GpuMemory
+from harness.gpumem import MARGIN, GpuMemory
 from harness.holdings import Holdings
 from harness.protocol import GroupFailed
 
@@ -28,14 +28,28 @@ def _nvml(monkeypatch, used, total=80 * GIB, unlisted=0):
     return state
 
 
-def test_a_group_over_a_quarter_of_a_gpu_is_named_and_one_under_it_is_not(monkeypatch):
-    _nvml(monkeypatch, {10: 15 * GIB, 11: 6 * GIB, 99: 70 * GIB, os.getpid(): GIB})    # 99: another group's
+def test_a_group_may_keep_what_the_judge_does_not_need(monkeypatch):
+    """The cap is the GPU's memory less what the judge holds, its work's measured need (GPU 0 only) and a margin,
+    shared by the groups alive at once; before the judge has measured its need, a quarter of the GPU."""
+    _nvml(monkeypatch, {10: 15 * GIB, 11: 6 * GIB, 99: 70 * GIB, os.getpid(): 3 * GIB})    # 99: another group's
     meter = GpuMemory(["GPU-a", "GPU-b"])
-    assert meter.cap(0) == 80 * GIB // GPU_SHARE == 20 * GIB
-    assert meter.over({10}, 2) is None
-    why = meter.over({10, 11}, 1)
-    assert why.startswith("its processes held 21 GiB of GPU 0's memory, more than a group's cap of 20 GiB"), why
-    assert meter.describe() == "GPU memory at most 20 GiB a group"
+    assert meter.cap(0) == 20 * GIB and "a quarter of it" in meter.over({10, 11}, 1)
+    meter.reserve(10 * GIB, 1)
+    assert meter.cap(0) == 80 * GIB - 3 * GIB - 10 * GIB - MARGIN == 66 * GIB
+    assert meter.cap(1) == 76 * GIB                     # the judge's decodes and checks run on GPU 0 only
+    assert meter.over({10, 11}, 2) is None
+    assert meter.describe() == ("GPU memory at most 66 GiB a group (the GPU's 80 GiB less the judge's 3 GiB held, "
+                                "10 GiB for its decodes and checks, 1 GiB margin)")
+    meter.reserve(10 * GIB, 2)                          # two solutions' groups alive at once (bench)
+    assert meter.cap(0) == 33 * GIB and meter.over({10, 11}, 1) is None
+    why = meter.over({10, 11, 99}, 1)
+    assert why.startswith("its processes held 91 GiB of GPU 0's memory, more than a group's cap of 33 GiB (the "
+                          "GPU's 80 GiB less"), why
+    assert why.endswith("shared by 2 groups)")
+    monkeypatch.setenv("WAN_GPU_MEMORY_GIB", "40")     # the caps of a smaller card
+    meter = GpuMemory(["GPU-a"])
+    meter.reserve(10 * GIB, 1)
+    assert meter.cap(0) == 26 * GIB
 
 
 def test_without_nvml_or_its_figures_nothing_is_capped_and_the_line_says_so(monkeypatch):

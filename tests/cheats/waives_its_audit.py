@@ -1,6 +1,7 @@
 """Cheat (narrow numerics, the audit waived by the solution itself): the up blocks' and conv_out's weights rounded
-to an int8 grid inside run(), with an allowance comment of its own on the line. The audit refuses allowances for the
-rules it alone checks (rules.BINDING); with the audit off the error stays inside the allowance."""
+to an int8 grid inside run(), with an allowance comment of its own on the line. Narrow numerics are a review note
+(the task's numerics rule is the reviewers'): the allowance silences it, and the gate lists it as the solution's own
+waiver for the reviewer to read. With the audit off the error stays inside the allowance."""
 import torch
 
 import reference

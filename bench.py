@@ -242,7 +242,7 @@ def bench(args, console):
                                                                  f"{gpus} visible"}
     for s in solutions:
         s.pop("desc", None)
-    out = report.report(console, solutions, results, geometry, cpu)
+    out = {"schema_version": report.SCHEMA_VERSION, **report.report(console, solutions, results, geometry, cpu)}
     out["environment"] = report.environment(gpus, cpu, runner.info, solutions, geometry, run.isolation)
     out["statuses"] = checks.STATUSES
     out["method"] = {"warmup": args.warmup, "min_reps": args.min_reps, "max_reps": args.max_reps,

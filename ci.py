@@ -152,7 +152,7 @@ def main(argv=None):
     console.print(Text.assemble((f"ci {loader.plain_name(args.solution)}: {verdict}", "bold"),
                                 f", exit {code}, isolation: {isolation}, {time.monotonic() - started:.0f} s"),
                   soft_wrap=True)
-    record = {"solution": args.solution, "exit_code": code, "passed": code == 0, "partial": code == 6,
+    record = {"schema_version": report.SCHEMA_VERSION, "solution": args.solution, "exit_code": code, "passed": code == 0, "partial": code == 6,
               "verdict": verdict, "workloads": asked, "not_asked": left, "isolation": isolation, "checks": checks,
               "geometry": gate.geometry.name if gate else None, "review": gate.review if gate else [],
               "strict": args.strict}

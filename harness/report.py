@@ -14,6 +14,9 @@ from harness import checks
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+# The layout of bench's and ci's JSON (docs/output.md): raised when a field changes meaning or goes away.
+SCHEMA_VERSION = 1
+
 
 def environment(gpus, cpu, ranks, solutions, geometry, isolation):
     """What ran where (bench's and ci's JSON): the date, host, commit and files changed since it, the data manifest's

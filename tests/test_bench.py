@@ -61,6 +61,7 @@ def test_broken_solutions_are_reported(tiny_data, tmp_path, solution, workload, 
               "--timeout-scale", "0.01" if solution == "hangs.py" else "0.03", timeout=300)
     assert p.returncode == 1, p.stdout + p.stderr
     report = json.loads(out.read_text())
+    assert report["schema_version"] == 1
     rec = report["workloads"][workload]
     assert rec["status"] == status and not rec["passed"], rec
     assert reason in rec["reason"], rec["reason"]

@@ -24,7 +24,7 @@ def gate(env, tmp_path, solution, *args, timeout=900):
                         str(out), "--junit", str(xml), *args], cwd=tmp_path, env=env, capture_output=True, text=True,
                        timeout=timeout)
     report = json.loads(out.read_text())
-    assert report["exit_code"] == p.returncode
+    assert report["exit_code"] == p.returncode and report["schema_version"] == 1
     return p, report, xml
 
 

@@ -18,7 +18,10 @@ ENV_SAFETY = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", 
               # torch's NCCL heartbeat monitor aborts a process whose store holds a dump signal, which another
               # group's rank can write where the store listens on the host's network (GPUs at worlds 2 and 4); the
               # judge's own deadlines end a stuck call.
-              "TORCH_NCCL_ENABLE_MONITORING": "0", "TORCH_NCCL_DUMP_ON_TIMEOUT": "0"}
+              "TORCH_NCCL_ENABLE_MONITORING": "0", "TORCH_NCCL_DUMP_ON_TIMEOUT": "0",
+              # torch.compile compiles in the rank's own process: inductor's pool of compile workers would be
+              # processes left running after prepare or a call, which fail the group.
+              "TORCHINDUCTOR_COMPILE_THREADS": "1"}
 # The environment a rank inherits (not the judge's data folder, seeds, flags).
 ENV_KEEP = ("PATH", "LANG", "LANGUAGE", "TZ", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH")
 ENV_PREFIXES = ("LC_", "NCCL_", "TRITON_", "TORCH_", "PYTORCH_", "CUBLAS", "CUDNN_", "OMP_", "MKL_", "OPENBLAS_",

@@ -124,6 +124,12 @@ class Runner:
     def group(self, sol, world, frames):
         key = (sol["name"], world)
         if key not in self.groups:
+            if not any(w == world for _, w in self.groups):
+                # Every solution's buffers of this world before its first group starts: a group's GPU memory cap
+                # counts what the judge holds (harness/gpumem.py), which must not grow under a group that started.
+                for other in self.solutions:
+                    if not (other.get("load_error") or other.get("build_error")):
+                        self.run.buffers_for(self.solutions.index(other), world, max(frames))
             buffers = self.run.buffers_for(self.solutions.index(sol), world, max(frames))
             # The other groups are parked (frozen, their CUDA held) from the end of their start or call to their next.
             self.groups[key] = Group(sol["desc"], world, self.geometry, self.cpu, buffers, self.run, frames,
@@ -154,11 +160,6 @@ class Runner:
                   spec.allowance(clip, self.geometry))
         stored_at = secrets.randbelow(self.args.min_reps)
         records, active = {}, []
-        for sol in self.solutions:
-            # Every solution's buffers of this world before its first group starts: a group's GPU memory cap counts
-            # what the judge holds (harness/gpumem.py), which must not grow under a group that has started.
-            if not (sol.get("load_error") or sol.get("build_error")):
-                self.run.buffers_for(self.solutions.index(sol), world, max(frames))
         for sol in self.solutions:
             rec = {"workload": workload, "world": world, "clip": clip, "timed": timed, "status": None,
                    "passed": False, "reason": None, "allowance": stored[2], "calls": [], "samples_s": [],

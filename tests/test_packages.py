@@ -19,7 +19,7 @@ def test_a_package_on_the_judges_pythonpath_imports_in_every_rank(tiny_data, tmp
                    "    if rank == 0:\n        wan_helpers.decode(z, weights, out)\n")
     environ = dict(tiny_data, PYTHONPATH=os.pathsep.join([str(target), ROOT]))
     p = subprocess.run([sys.executable, os.path.join(ROOT, "bench.py"), str(sol), "--tiny", "--workloads",
-                        "f1x1,f5x4"], cwd=tmp_path, env=environ, capture_output=True, text=True, timeout=600)
+                        "f1x1"], cwd=tmp_path, env=environ, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert "load error" not in p.stdout
 

@@ -55,10 +55,10 @@ import json
 import os
 import sys
 
-from harness import cpp, files, python_rules
-from harness.files import UsageError
-from harness.findings import Finding
-from harness.rules import CPP_RULES, FAILS, LOOK, RULES
+from harness.audit import cpp, files, python_rules
+from harness.audit.files import UsageError
+from harness.audit.findings import Finding
+from harness.audit.rules import CPP_RULES, FAILS, LOOK, RULES
 
 __all__ = ["audit", "Report", "Finding", "UsageError", "RULES", "CPP_RULES", "FAILS", "LOOK", "format_report",
            "format_rules", "passed", "main"]

@@ -58,8 +58,10 @@ import os
 import sys
 
 import spec
-from harness import checks, hardware, html, plot, procs, profile, report
-from harness.checks import STATUSES  # noqa: F401 (bench.STATUSES)
+from harness.isolation import procs
+from harness.judge import checks, hardware
+from harness.judge.checks import STATUSES  # noqa: F401 (bench.STATUSES)
+from harness.report import console as console_module, html, plot, profile
 
 
 def parse_args(argv):
@@ -120,26 +122,25 @@ def describe(args, console, rank0):
     described carries its `load_error`, and the others still run."""
     import loader
     from rich.text import Text
-    from harness.run import excluded
+    from harness.judge.session import excluded
     solutions = []
     for path in args.solutions:
         try:
             d = loader.describe(path)
         except loader.SolutionError as e:       # that solution's failure: the others still run
-            console.print(Text(report.quote(e, console.width), style="red"), soft_wrap=True)
+            console.print(Text(console_module.quote(e, console.width), style="red"), soft_wrap=True)
             solutions.append({"name": _unique(loader.plain_name(path), solutions), "path": os.path.abspath(path),
                               "hash": None,
-                              "build_error": None, "load_error": report.plain(str(e)), "desc": None})
+                              "build_error": None, "load_error": console_module.plain(str(e)), "desc": None})
             continue
         sol = {"name": d.name, "path": d.path, "hash": d.content_hash, "build_error": None, "desc": d}
         if d.manifest.get("sources") and rank0:
             console.print(f"building {d.name} ...")
             err = loader.build_in_child(d.path, timeout=1200, exclude=excluded(not args.no_isolation))
-            sol["build_error"] = report.plain(err) if err else None
+            sol["build_error"] = console_module.plain(err) if err else None
             if sol["build_error"]:
-                console.print(Text(report.quote(f"{d.name}: build error: {sol['build_error']}", console.width),
-                                   style="red"),
-                              soft_wrap=True)
+                said = f"{d.name}: build error: {sol['build_error']}"
+                console.print(Text(console_module.quote(said, console.width), style="red"), soft_wrap=True)
         sol["name"] = _unique(sol["name"], solutions)
         solutions.append(sol)
     return solutions
@@ -169,7 +170,7 @@ def main(argv=None):
         dist.destroy_process_group()
         return 0
     try:
-        return bench(args, report.console())
+        return bench(args, console_module.console())
     finally:
         if dist is not None:
             dist.barrier()
@@ -179,8 +180,8 @@ def main(argv=None):
 def bench(args, console):
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.text import Text
-    from harness.runner import Runner
-    from harness.run import Run
+    from harness.judge.bench_plan import BenchPlan
+    from harness.judge.session import Session
     gpus, gpu_name = (0, None) if args.tiny else hardware.detect_gpus()
     cpu = args.tiny or gpus == 0
     if cpu and not args.tiny:
@@ -210,11 +211,11 @@ def bench(args, console):
     order = sorted(workloads, key=lambda w: (spec.WORKLOADS[w].world, not spec.WORKLOADS[w].timed,
                                              list(spec.WORKLOADS).index(w)))
     frames = {spec.WORKLOADS[w].latent_frames for w in order}
-    run = Run(geometry, cpu, isolation=not args.no_isolation)
+    run = Session(geometry, cpu, isolation=not args.no_isolation)
     runner = None
     try:
         sampler = hardware.ClockSampler(0 if cpu else gpus)
-        runner = Runner(args, solutions, geometry, cpu, console, run, sampler)
+        runner = BenchPlan(args, solutions, geometry, cpu, console, run, sampler)
         runner.reserve(frames)
         label = f"{geometry.name} geometry on the {'CPU (gloo)' if cpu else f'GPU ({gpus} x {gpu_name})'}"
         console.print(Text.assemble(("bench", "bold"), f" {', '.join(s['name'] for s in solutions)}: "
@@ -225,7 +226,7 @@ def bench(args, console):
             for i, w in enumerate(order):
                 for name, rec in runner.run_workload(w, frames, progress).items():
                     results[name][w] = rec
-                    console.print(report.line(name, rec, len(solutions) > 1, console.width), soft_wrap=True)
+                    console.print(console_module.line(name, rec, len(solutions) > 1, console.width), soft_wrap=True)
                 progress.advance(overall)
                 # Groups are per world: close them once the last workload of their world is done.
                 if i + 1 == len(order) or spec.WORKLOADS[order[i + 1]].world != spec.WORKLOADS[w].world:
@@ -242,8 +243,9 @@ def bench(args, console):
                                                                  f"{gpus} visible"}
     for s in solutions:
         s.pop("desc", None)
-    out = {"schema_version": report.SCHEMA_VERSION, **report.report(console, solutions, results, geometry, cpu)}
-    out["environment"] = report.environment(gpus, cpu, runner.info, solutions, geometry, run.isolation)
+    out = {"schema_version": console_module.SCHEMA_VERSION,
+           **console_module.report(console, solutions, results, geometry, cpu)}
+    out["environment"] = console_module.environment(gpus, cpu, runner.info, solutions, geometry, run.isolation)
     out["statuses"] = checks.STATUSES
     out["method"] = {"warmup": args.warmup, "min_reps": args.min_reps, "max_reps": args.max_reps,
                      "time_cap_s": args.time_cap, "stop": "se(median) <= 0.5% of the median",

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import spec
-from harness import census
+from harness.rank import census
 
 
 @pytest.fixture

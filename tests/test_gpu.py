@@ -5,7 +5,7 @@ import torch
 
 import reference
 import spec
-from harness import users
+from harness.isolation import users
 from helpers import baseline, random_weights
 
 pytestmark = pytest.mark.gpu
@@ -147,9 +147,9 @@ def test_the_hold_waits_for_queued_gpu_work_and_fails_what_outlasts_it():
     import subprocess
     import sys
     import time
-    from harness.hold import Hold
+    from harness.isolation.cuda_lock import CudaLock
     child = subprocess.Popen([sys.executable, "-c", QUEUES], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    hold = Hold()
+    hold = CudaLock()
     try:
         assert child.stdout.readline().strip() == "ready"
         hold.start()
@@ -345,7 +345,7 @@ def test_a_lent_gpu_buffer_is_alone_in_its_allocation():
     """CUDA IPC maps a rank the whole allocation its tensor lies in: each buffer the judge lends is alone in its own,
     however the judge's allocator was used before and after (cached free blocks, sizes it would place in a split
     tail); a tensor of the default pool is not (what the check refuses)."""
-    from harness.buffers import Buffers, alone
+    from harness.judge.buffers import Buffers, alone
     dev = torch.device("cuda", 0)
     cached = [torch.empty(n, dtype=torch.uint8, device=dev) for n in (64 << 20, 3 << 20, 1536 << 10)]
     del cached[0]                       # a large free block in the judge's cache
@@ -370,7 +370,7 @@ def test_the_judge_drops_its_cached_gpu_memory_before_a_call():
     by pid and the allocation by a small number): what the judge's own GPU work leaves in torch's cache (a
     reference's decode, figures) is given back to the driver before each call (Buffers.drop_cache, from
     Group.call); the lent buffers stay."""
-    from harness.buffers import Buffers
+    from harness.judge.buffers import Buffers
     dev = torch.device("cuda", 0)
     lender = object.__new__(Buffers)
     lender.torch, lender.fds, lender.pools, lender.cpu, lender.devices = torch, {}, {}, False, [dev]

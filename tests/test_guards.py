@@ -3,7 +3,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from harness import guards
+from harness.rank import guards
 
 
 class _Through(TorchFunctionMode):

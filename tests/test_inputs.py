@@ -4,8 +4,8 @@ import pytest
 
 import reference
 import spec
-from harness import checks
-from harness.inputs import Fresh
+from harness.judge import checks
+from harness.judge.fresh import Fresh
 
 
 def test_fresh_allowance_admits_the_release_decode_of_the_draw(tiny_data, monkeypatch):

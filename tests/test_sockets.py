@@ -3,7 +3,7 @@ a process holds (a group in the host's network namespace is judged by those alon
 import os
 import socket
 
-from harness import sockets
+from harness.isolation import sockets
 
 
 def test_queued_bytes_are_counted_per_socket_kind():

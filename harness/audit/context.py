@@ -11,7 +11,7 @@ import functools
 import importlib
 import types
 
-from harness import files, rules
+from harness.audit import files, rules
 
 DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 

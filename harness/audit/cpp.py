@@ -8,8 +8,10 @@ import re
 import shutil
 import subprocess
 
-from harness import files, patterns, rules, tree
-from harness.cpp_numerics import narrow_calls
+from harness.audit import files, patterns, rules
+from harness.audit.cpp_numerics import narrow_calls
+from harness.load import tree
+from harness.load.solution import SolutionError, describe
 
 INCLUDE = re.compile(r"(?m)^[ \t]*#[ \t]*(include_next|include|import|embed)\b[ \t]*(.*)$")
 TRIGRAPHS = dict(zip("=/'()!<>-", "#\\^[]|{}~"))     # `??=` is `#`: C, and C++ before C++17 (-std=c++14)
@@ -322,10 +324,9 @@ def audit_build_files(solution, yml, cpp):
 
 def _loaders_extension(path):
     """The extension the loader would build for the solution at `path` (None where it refuses the solution)."""
-    import loader      # the repository's, at its root as audit.py; imported here: loader imports harness/
     try:
-        return loader.describe(path).manifest.get("extension")
-    except loader.SolutionError:
+        return describe(path).manifest.get("extension")
+    except SolutionError:
         return None
 
 

@@ -7,7 +7,7 @@ the scalar forms (`floorf`, `std::floor`, also device code's) only where a scale
 `(int)std::ceil(n / 64.0) * 64`), as Python's math.floor on numbers is not."""
 import re
 
-from harness import rules
+from harness.audit import rules
 
 _CALL = re.compile(r"\b((?:floor|ceil)[f_]?|clamp(?:_min|_max)?_?|clip_?|to|toType|type|view|div_?|divide_?|"
                    r"true_divide_?|fminf?|fmaxf?|min|max|__hmin|__hmax)\s*(<[^<>()]*>\s*)?\(")

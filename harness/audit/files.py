@@ -13,7 +13,8 @@ import tokenize
 
 import yaml
 
-from harness import findings, rules, tree
+from harness.audit import findings, rules
+from harness.load import tree
 
 PY_SUFFIX = (".py",)
 YML_SUFFIX = (".yml", ".yaml")

@@ -3,8 +3,8 @@ silence review notes. A finding of a rule in rules.FAILS fails the gate; any oth
 import dataclasses
 import re
 
-from harness import report
-from harness.rules import FAILS, LOOK, RULES
+from harness.audit.rules import FAILS, LOOK, RULES
+from harness.report import console
 
 _ALLOW = re.compile(r"audit:\s*allow\b(?P<body>.*)$")
 
@@ -40,8 +40,8 @@ class Unit:
     def add(self, line, rule, reason):
         if (line, rule) not in self.seen:       # one finding per rule and line
             self.seen.add((line, rule))
-            self.findings.append(Finding(report.plain(self.rel), line, rule, report.plain(reason),
-                                         report.plain(self.text(line))))
+            self.findings.append(Finding(console.plain(self.rel), line, rule, console.plain(reason),
+                                         console.plain(self.text(line))))
 
     def text(self, line):
         return self.lines[line - 1].strip()[:160] if 0 < line <= len(self.lines) else ""

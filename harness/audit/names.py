@@ -9,7 +9,7 @@ import ast
 import builtins
 import operator
 
-from harness.context import DEFS, live_module
+from harness.audit.context import DEFS, live_module
 
 BUILTIN_NAMES = set(dir(builtins))
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp,

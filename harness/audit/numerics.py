@@ -5,8 +5,8 @@ below fp32, torch.compile with a backend of the solution's own."""
 import ast
 import re
 
-from harness import rules
-from harness.names import const_str, number
+from harness.audit import rules
+from harness.audit.names import const_str, number
 
 
 def scaling(node, ops=(ast.Div, ast.Mult)):

@@ -12,10 +12,10 @@ import functools
 import os
 import string
 
-from harness import context, cpp, files, findings, names, numerics, patterns, rules, streams
-from harness.names import const_number, const_str, is_type, number, root
+from harness.audit import context, cpp, files, findings, names, numerics, patterns, rules, streams
+from harness.audit.names import const_number, const_str, is_type, number, root
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _format_fields(template):

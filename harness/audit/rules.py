@@ -9,7 +9,7 @@ import dataclasses
 import re
 
 import spec
-from harness.patterns import CPP_NARROW_DTYPES, CPP_ROUNDING, NARROW_TEXT, calls
+from harness.audit.patterns import CPP_NARROW_DTYPES, CPP_ROUNDING, NARROW_TEXT, calls
 
 
 @dataclasses.dataclass(frozen=True)

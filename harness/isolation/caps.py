@@ -10,11 +10,11 @@ The host class provides: `procs` (the ranks' Popen objects), `scratch`, `logs`, 
 None), `_watch` (a disk.Watch), `_counted_at` (when the next count of kills and sockets is due), `run` and `world`."""
 import time
 
-from harness import disk, procs, sockets, users
-from harness.protocol import GroupFailed
+from harness.isolation import disk, procs, sockets, users
+from harness.judge.protocol import GroupFailed
 
 
-class Holdings:
+class Caps:
     def _disk(self, now=False):
         """The ranks' scratch folders and logs within the caps, with what they hold in /dev/shm: under a user of its
         own the names there that are its user's, and at any user the files there they hold open in no folder

@@ -82,7 +82,7 @@ def _read(path):
         return ""
 
 
-class Jail:
+class Cgroup:
     """make() returns one, or None where no cgroup can be made here."""
 
     @classmethod

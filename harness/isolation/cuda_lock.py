@@ -12,7 +12,7 @@ lock is refused, for that or any reason, could queue work between its calls that
 tampering (tests/cheats_gpu/loads_cupti.py).
 
 A lock of a process that has stopped itself does not return, its timeout or not, so the judge asks a helper
-process of its own (`python -m harness.hold`, which only loads the driver) and waits with a deadline; a helper that
+process of its own (`python -m harness.isolation.cuda_lock`, which only loads the driver) and waits with a deadline; a helper that
 does not answer is killed and replaced."""
 import ctypes
 import os
@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 
-from harness import procs
+from harness.isolation import procs
 
 HOLD_S = 1.0          # a rank's queued GPU work must be done this long after its call (an honest rank's: none; what
                       # it queued runs before the next call, on a GPU it heats)
@@ -56,16 +56,16 @@ def serve():
         print(r, flush=True)
 
 
-class Hold:
+class CudaLock:
     """The judge's side: one helper for the run, started on first use."""
 
     def __init__(self, command=None):
-        """command: the helper's command line (a test's stand-in); default `python -m harness.hold`."""
-        self.command = command or [sys.executable, "-m", "harness.hold"]
+        """command: the helper's command line (a test's stand-in); default `python -m harness.isolation.cuda_lock`."""
+        self.command = command or [sys.executable, "-m", "harness.isolation.cuda_lock"]
         self.proc, self.unsupported, self.locked = None, None, set()
 
     def start(self):
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         procs.mark_judge()      # inherited: the helper is the judge's, never taken for a rank's
         self.proc = subprocess.Popen(self.command, cwd=root, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)

@@ -8,7 +8,8 @@ import stat
 import subprocess
 import time
 
-from harness import procs, tree
+from harness.isolation import procs
+from harness.load import tree
 
 FILE_CAP = 2 << 30          # one file a rank writes (RLIMIT_FSIZE): its log, a trace, a scratch file
 DISK_CAP = 8 << 30          # a group's scratch folders and logs together

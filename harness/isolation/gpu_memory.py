@@ -14,7 +14,7 @@ one call is that group's failure where it holds more than its cap, else the judg
 that of a card of that size (to check an 80 GB card's caps on a larger one)."""
 import os
 
-from harness import disk
+from harness.isolation import disk
 
 MARGIN = 1 << 30        # the judge's allocations outside torch's pool, fragmentation
 

@@ -217,7 +217,7 @@ def confine(net=None, whole=True, user=None):
     also an IPC namespace of its own and the filter's metadata part. user: (uid, supplementary groups) to take,
     keeping CAP_DAC_READ_SEARCH alone (harness/users.py); None: the judge's user, every capability dropped.
     Returns what was done, for the isolation report; raises OSError where the kernel refuses the rest."""
-    from harness import ipc, netns
+    from harness.isolation import ipc, netns
     info = {}
     if net == "new":
         info["net_namespace"] = _libc.unshare(netns.CLONE_NEWNET) == 0
@@ -230,7 +230,7 @@ def confine(net=None, whole=True, user=None):
     if user is None:
         drop_capabilities()
     else:
-        from harness import users
+        from harness.isolation import users
         users.become(*user)
         info["uid"] = user[0]
     info["seccomp"] = deny(metadata=whole)

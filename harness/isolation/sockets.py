@@ -8,7 +8,7 @@ reads the queues of every socket in the group's namespace (or, in the host's, of
 descriptors of) from /proc and fails a group past QUEUED_CAP: an honest rank queues kilobytes between its calls."""
 import os
 
-from harness import procs
+from harness.isolation import procs
 
 QUEUED_CAP = 256 << 20
 # /proc/PID/net tables: (name, the column of the queued bytes, how to read it, the column of the inode)

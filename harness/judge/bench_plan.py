@@ -1,5 +1,5 @@
 """bench's plan: workloads by world, solutions interleaved call by call within a workload, each call judged here
-(which latents each call gets: Runner.run_workload).
+(which latents each call gets: BenchPlan.run_workload).
 
 Timed calls repeat until the standard error of the median is under 0.5% of it (about a 1% half-width at 95%)
 after at least --min-reps, or until --time-cap seconds of calls, or --max-reps; warm-up calls (checked like the rest)
@@ -11,9 +11,11 @@ import secrets
 
 import bounds
 import spec
-from harness import checks, disk, maps, profile
-from harness.group import STARTUP_S, Group, GroupFailed
-from harness.inputs import Fresh
+from harness.isolation import disk
+from harness.judge import checks
+from harness.judge.fresh import Fresh
+from harness.judge.group import STARTUP_S, Group, GroupFailed
+from harness.report import error_maps, profile
 
 REPEATS = 2                  # calls on the stored latents again after the timed ones
 LOOKS = 2                    # more fresh calls where parity has no bar or finds the seen calls too fast
@@ -105,18 +107,18 @@ def judged(group, z, ref, allow, timeout, device, profile_call=False, atlas=None
     return call
 
 
-class Runner:
+class BenchPlan:
     def __init__(self, args, solutions, geometry, cpu, console, run, sampler):
         self.args, self.solutions, self.geometry, self.cpu, self.console = args, solutions, geometry, cpu, console
         self.run, self.sampler = run, sampler
         self.groups, self.info, self.traces = {}, {}, {}       # traces: the bytes kept of each solution's
         self.device = "cpu" if cpu else "cuda:0"
         self.fresh = Fresh(geometry, self.device)
-        self.atlas = maps.Atlas(geometry, every=args.maps, report=args.report)
+        self.atlas = error_maps.Atlas(geometry, every=args.maps, report=args.report)
         self.peaks = bounds.peaks_for(cpu, args.gpu_name)
 
     def reserve(self, frames):
-        """The judge's own GPU work measured and the groups' GPU memory capped (Run.reserve_for_judge), before any
+        """The judge's own GPU work measured and the groups' GPU memory capped (Session.reserve_for_judge), before any
         group starts; every solution's group of a world is alive at once."""
         alive = sum(not (s.get("load_error") or s.get("build_error")) for s in self.solutions)
         self.run.reserve_for_judge(self.fresh, max(frames), groups=alive)

@@ -119,8 +119,8 @@ class Buffers:
         def ref(t, name):
             if t.device.type == "cpu":
                 return ("fd", self.fds[name], t.numel())
-            from harness import cudaipc
-            return ("cuda", cudaipc.handle(t), t.numel())
+            from harness.judge import cuda_ipc
+            return ("cuda", cuda_ipc.handle(t), t.numel())
         desc = {"shapes": self.shapes, "weights": ref(self.weights[rank], f"weights{rank}"),
                 "z": ref(self.z[rank], f"z{rank}"), "out": ref(self.out, "out") if rank == 0 else None,
                 "geometry": self.geometry.name}
@@ -213,8 +213,8 @@ def attach(blob, device, maps):
             return None
         if ref[0] == "fd":
             return torch.frombuffer(maps[name], dtype=torch.bfloat16)
-        from harness import cudaipc
-        return cudaipc.open_handle(ref[1], ref[2], device)
+        from harness.judge import cuda_ipc
+        return cuda_ipc.open_handle(ref[1], ref[2], device)
     flat = open_("weights")
     weights, at = [], 0
     for shape in desc["shapes"]:

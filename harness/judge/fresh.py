@@ -68,7 +68,7 @@ class Fresh:
         comparison with read 2 and the figures over one chunk. 0 on the CPU."""
         import torch
         import reference
-        from harness import checks
+        from harness.judge import checks
         if self.device == "cpu":
             return 0
         self._weights()
@@ -100,7 +100,7 @@ class Fresh:
         maximum most: the release decode itself must pass)."""
         import torch
         import reference
-        from harness import checks
+        from harness.judge import checks
         with torch.no_grad():
             own = checks.figures(reference.decode_bf16(z.to(self.device), self._weights()), ref, self.device)
         stored, drawn = spec.allowance(clip, self.geometry), spec.allowance_from(own["max_abs"], own["rms"])

@@ -26,11 +26,13 @@ import sys
 
 import bounds
 import spec
-from harness import checks, hardware, maps, report
-from harness.group import Group, GroupFailed
-from harness.inputs import Fresh
-from harness.runner import call_timeout, floored, judged, too_fast
-from harness.run import ROOT, Run, excluded
+from harness.judge import checks, hardware
+from harness.judge.bench_plan import call_timeout, floored, judged, too_fast
+from harness.judge.fresh import Fresh
+from harness.judge.group import Group, GroupFailed
+from harness.judge.session import ROOT, Session, excluded
+from harness.report import error_maps
+from harness.report.console import plain
 
 FRESH_LATENT_FRAMES = 2                              # the fresh clips: f5's shape (first chunk + one more)
 # The audit of the largest honest solution takes seconds; its regexes and walks over a source built to be slow to
@@ -48,7 +50,7 @@ class Gate:
         self.peaks = bounds.peaks_for(self.cpu, name)
         self.device = "cpu" if self.cpu else "cuda:0"
         self.run_ = None
-        self.atlas = maps.Atlas(self.geometry, every=args.maps, report=args.report)
+        self.atlas = error_maps.Atlas(self.geometry, every=args.maps, report=args.report)
         self.info, self.solution = {}, None     # each world's ranks as they started; the solution described
         self.review = []                        # the audit's review notes (they fail only with --strict)
 
@@ -148,7 +150,7 @@ class Gate:
     def run(self, workloads):
         """Run the plan on `workloads` (those this machine can run)."""
         import data.make
-        import loader
+        from harness.load.solution import SolutionError, build_in_child, describe
         args = self.args
         self.audit()
         if args.release and not self.cpu:
@@ -158,17 +160,17 @@ class Gate:
         clips = sorted({spec.WORKLOADS[w].clip for w in workloads} | {"f1", "f5"}, key=list(spec.CLIPS).index)
         data.make.ensure(clips, self.geometry)
         try:
-            desc = loader.describe(args.solution)
-        except loader.SolutionError as e:       # the solution's own failure, never the harness's
-            self.add("load", "load error", report.plain(e))
+            desc = describe(args.solution)
+        except SolutionError as e:       # the solution's own failure, never the harness's
+            self.add("load", "load error", plain(e))
             return
         self.solution = {"name": desc.name, "path": desc.path, "hash": desc.content_hash}
         if desc.manifest.get("sources"):
-            err = loader.build_in_child(desc.path, timeout=1200, exclude=excluded(not args.no_isolation))
+            err = build_in_child(desc.path, timeout=1200, exclude=excluded(not args.no_isolation))
             if err:
-                self.add("build", "build error", report.plain(err))
+                self.add("build", "build error", plain(err))
                 return
-        run = self.run_ = Run(self.geometry, self.cpu, isolation=not args.no_isolation)
+        run = self.run_ = Session(self.geometry, self.cpu, isolation=not args.no_isolation)
         if run.lock is None and not args.no_isolation:
             self.add("isolation", "no isolation", "this platform offers no sandbox for the ranks (Landlock); "
                                                   "pass --no-isolation to check without one (not a certificate)")

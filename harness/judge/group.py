@@ -24,23 +24,25 @@ import sys
 import tempfile
 import time
 
-from harness import disk, env, ipc, netns, procs, protocol, users
-from harness.jail import FREEZE_S, Jail
-from harness.holdings import Holdings
-from harness.pipes import CLOCK, REPORT_S, STARTUP_S, Pipes
-from harness.protocol import GroupFailed  # noqa: F401 (GroupFailed: the callers')
-from harness.report import plain
+from harness.isolation import disk, ipc, netns, procs, users
+from harness.isolation.caps import Caps
+from harness.isolation.cgroup import FREEZE_S, Cgroup
+from harness.judge import protocol, rank_env
+from harness.judge.pipes import CLOCK, REPORT_S, STARTUP_S, Pipes
+from harness.judge.protocol import GroupFailed  # noqa: F401 (GroupFailed: the callers')
+from harness.load.solution import build_dir
+from harness.report.console import plain
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 
 
 def _free_port():
     """(MASTER_ADDR, port) for a new group; GroupFailed, never OSError, when the loopback has none."""
-    found = env.free_port(Group.ports)
+    found = rank_env.free_port(Group.ports)
     if found is None:
         why = "; an earlier solution's ranks may have exhausted them" if Group.spawned else ""
-        raise GroupFailed("harness error", f"no free TCP port on 127.0.0.1 or {env.OTHER_ADDRESSES} other loopback "
+        raise GroupFailed("harness error", f"no free TCP port on 127.0.0.1 or {rank_env.OTHER_ADDRESSES} other loopback "
                                            f"addresses{why}")
     return found
 
@@ -58,14 +60,14 @@ def _orphans():
             if not procs.marked(pid, procs.JUDGE_KEY, judge)}
 
 
-class Group(Pipes, Holdings):
+class Group(Pipes, Caps):
     """The rank processes of one solution at one world size, judged from this process."""
     ranks = set()      # the pids of every live group's ranks
     ports = set()      # their MASTER_PORTs, which tell their orphans apart
     spawned = 0        # ranks started by this process so far
 
     def __init__(self, solution, world, geometry, cpu, buffers, run, frames, sandbox, profiling=False):
-        """solution: a loader.Solution (described, built); run: the run's folder (harness.run.Run); frames: the
+        """solution: a loader.Solution (described, built); run: the run's folder (harness.judge.session.Session); frames: the
         clip lengths the group will see; sandbox: the lock's settings for a rank, or None for no isolation;
         profiling: a call may be profiled (the ranks start the profiler once before their snapshot of torch).
         Raises GroupFailed, after closing what it started, where the ranks do not all come up."""
@@ -102,17 +104,16 @@ class Group(Pipes, Holdings):
 
     def _start(self, solution, geometry, frames, sandbox, profiling, addr):
         """The ranks' processes, each given its setup; a cgroup for them where there is one."""
-        import loader
-        from harness.decoys import Decoys
-        from harness.sandbox import SandboxError, check_grants
+        from harness.isolation.landlock import SandboxError, check_grants
+        from harness.judge.decoys import Decoys
         world, cpu, run = self.world, self.cpu, self.run
-        build = loader.build_dir(solution)
+        build = build_dir(solution)
         if sandbox is not None:
             try:
                 check_grants([solution.path, build], sandbox["exclude"], within=[ROOT])
             except SandboxError as e:
                 raise GroupFailed("load error", str(e)) from e
-        self.jail = Jail.make(f"wan-{os.getpid()}-{self.port}") if sandbox is not None else None
+        self.jail = Cgroup.make(f"wan-{os.getpid()}-{self.port}") if sandbox is not None else None
         # Decoys of its own: another group's ranks, alive between this group's calls, cannot be blamed on it.
         self.decoys = Decoys(tempfile.mkdtemp(prefix="data-", dir=run.folder), geometry)
         self.buffers.wipe()
@@ -141,12 +142,12 @@ class Group(Pipes, Holdings):
             log = open(os.path.join(run.logs, f"{solution.name}-x{world}-rank{r}-{len(os.listdir(run.logs))}.log"),
                        "w")
             self.logs.append(log)
-            environ = env.rank_env(r, world, self.port, scratch, cpu, self.decoys.folder, os.path.dirname(build),
+            environ = rank_env.rank_env(r, world, self.port, scratch, cpu, self.decoys.folder, os.path.dirname(build),
                                    run.pkg, addr, gpus=visible, own_network=self.net is not None)
             lock = None
             if sandbox is not None:
                 lock = {"extra": [run.pkg, os.path.abspath(solution.path), build, self.decoys.folder,
-                                  *env.import_paths()],
+                                  *rank_env.import_paths()],
                         "exclude": sandbox["exclude"],
                         "write": [scratch] + ([] if cpu else sandbox["write"]),
                         "devices": list(DEVICES) + nodes}

@@ -11,8 +11,9 @@ import signal
 import subprocess
 import time
 
-from harness import disk, protocol
-from harness.protocol import MAX_LINE, GroupFailed
+from harness.isolation import disk
+from harness.judge import protocol
+from harness.judge.protocol import MAX_LINE, GroupFailed
 
 # CLOCK_MONOTONIC_RAW: the hardware counter as it runs, which no frequency or tick adjustment (adjtimex: the host's
 # NTP, or a rank with CAP_SYS_TIME) slows or speeds.

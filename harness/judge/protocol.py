@@ -3,7 +3,7 @@ their form, the statuses a rank may give itself, and the type and range of every
 in them is plain text (report.plain) from here on."""
 import json
 
-from harness.report import plain
+from harness.report.console import plain
 
 MAX_LINE = 1 << 20         # a protocol line is a few hundred bytes; a report with problems, a few KiB
 MAX_DEPTH = 8             # lists and objects within one another in a line

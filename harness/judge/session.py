@@ -10,25 +10,25 @@ import tempfile
 import threading
 
 import spec
-from harness import disk, hardware, procs, sandbox, users
-from harness.buffers import Buffers
-from harness.gpumem import GpuMemory
-from harness.hold import Hold
-from harness import jail
-from harness.jail import Jail
+from harness.isolation import cgroup, disk, landlock, procs, users
+from harness.isolation.cgroup import Cgroup
+from harness.isolation.cuda_lock import CudaLock
+from harness.isolation.gpu_memory import GpuMemory
+from harness.judge import hardware
+from harness.judge.buffers import Buffers
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def excluded(isolation=True):
     """The folders a locked-down process of a solution (a rank, its build) must not read: the data and the
     repository; None where it runs unconfined (no Landlock, or isolation off)."""
-    if not isolation or os.environ.get("WAN_ASSUME_NO_LANDLOCK") or not sandbox.abi():
+    if not isolation or os.environ.get("WAN_ASSUME_NO_LANDLOCK") or not landlock.abi():
         return None
     return [os.path.realpath(spec.data_dir(spec.FULL)), ROOT]
 
 
-class Run:
+class Session:
     def __init__(self, geometry, cpu, isolation=True):
         """isolation: lock the ranks down where the platform can (False: run them unconfined, and say so)."""
         self.geometry, self.cpu = geometry, cpu
@@ -60,22 +60,22 @@ class Run:
         procs.become_subreaper()
         self.started_with = procs.descendants()
         # Between its calls a group's GPU work is held (harness/hold.py), with or without the sandbox.
-        self.hold = None if cpu else Hold()
+        self.hold = None if cpu else CudaLock()
         if self.hold is not None:
             self.hold.start()
         self.gpumem = None if cpu else GpuMemory(self.gpus, context=hardware.cuda_context)
         exclude = excluded(isolation)
-        jail.sweep()         # what judges killed before their end left behind
+        cgroup.sweep()         # what judges killed before their end left behind
         if exclude is not None:
-            probe = Jail.make(f"wan-probe-{os.getpid()}")
+            probe = Cgroup.make(f"wan-probe-{os.getpid()}")
             if probe is not None:
                 probe.remove()
-            self.isolation = f"landlock (ABI {sandbox.abi()})" + (", a cgroup per group" if probe is not None else "")
+            self.isolation = f"landlock (ABI {landlock.abi()})" + (", a cgroup per group" if probe is not None else "")
             if probe is not None:
-                tasks = f"at most {jail.MAX_TASKS} tasks" if probe.tasks_capped else "tasks not capped"
+                tasks = f"at most {cgroup.MAX_TASKS} tasks" if probe.tasks_capped else "tasks not capped"
                 memory = f"memory at most {disk.gib(probe.memory_cap)}" if probe.memory_cap else "memory not capped"
                 self.isolation += f" ({tasks}, {memory})"
-            if sandbox.abi() < 6:     # signals are scoped from ABI 6: before it a rank can stop or kill the judge
+            if landlock.abi() < 6:     # signals are scoped from ABI 6: before it a rank can stop or kill the judge
                 self.isolation += ", signals to the judge not refused"
             if not cpu:
                 own = hardware.device_nodes(self.gpus, self.minors) is not None

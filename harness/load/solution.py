@@ -1,4 +1,4 @@
-"""Load and build a solution.
+"""Load and build a solution (the top-level loader.py re-exports this module's public names).
 
 A solution is a directory holding `solution.py` (and optionally `solution.yml`) or a single `.py` file. It is
 imported by file location as a package of its own (`wan_solution_<hash>`), so a directory's other modules are
@@ -37,9 +37,9 @@ import subprocess
 import sys
 import time
 
-from harness import tree
+from harness.load import tree
 
-ROOT = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))    # the repository's
 MANIFEST_MAX = 1 << 16     # bytes of solution.yml
 KEYS = ("name", "language", "extension", "sources", "cflags", "cuda_cflags", "ldflags")     # solution.yml's
 LIST_MAX, PATH_MAX = 1024, 4096      # entries of a list in solution.yml, characters of each
@@ -261,23 +261,23 @@ def load(path):
     return solution
 
 
-# The build child: confined as a rank is (harness/syscalls.py, harness/sandbox.py) before torch and the compiler run,
-# so that the solution's code that runs at build time (a global constructor in the extension, which cpp_extension
-# loads) reads no more than a rank may, writes only the build folder and its own scratch folder, holds no
-# capabilities, cannot touch the judge's limits, and leaves no IPC object or network state behind.
+# The build child: confined as a rank is (harness/isolation/seccomp.py, harness/isolation/landlock.py) before torch
+# and the compiler run, so that the solution's code that runs at build time (a global constructor in the extension,
+# which cpp_extension loads) reads no more than a rank may, writes only the build folder and its own scratch folder,
+# holds no capabilities, cannot touch the judge's limits, and leaves no IPC object or network state behind.
 _BUILD_CHILD = """import json, os, sys
 sys.path.insert(0, {root!r})
-import loader
-from harness import sandbox, syscalls
+from harness.isolation import landlock, seccomp
+from harness.load import solution
 try:
-    d = loader.describe({path!r})
+    d = solution.describe({path!r})
     if {lock!r} is not None:      # before torch (build_dir's machine tag imports it) starts threads
-        # What a rank gives up (harness/syscalls.py): no capabilities, the seccomp filter (no prlimit of the judge),
-        # IPC and network namespaces of its own (what it makes there goes with it; nothing to connect to).
-        syscalls.confine(net="new", whole=True)
-        sandbox.lock(read=sandbox.allowed_reads(exclude={lock!r}) + [os.path.abspath({path!r})],
-                     write=[{build!r}, {scratch!r}], devices=["/dev/null", "/dev/zero", "/dev/urandom"])
-    loader.build(d)
+        # What a rank gives up (harness/isolation/seccomp.py): no capabilities, the seccomp filter (no prlimit of the
+        # judge), IPC and network namespaces of its own (what it makes there goes with it; nothing to connect to).
+        seccomp.confine(net="new", whole=True)
+        landlock.lock(read=landlock.allowed_reads(exclude={lock!r}) + [os.path.abspath({path!r})],
+                      write=[{build!r}, {scratch!r}], devices=["/dev/null", "/dev/zero", "/dev/urandom"])
+    solution.build(d)
 except Exception as e:
     print(json.dumps({{"error": str(e)}}))
     sys.exit(1)
@@ -286,7 +286,7 @@ except Exception as e:
 
 def _build_over(build, scratch, logs):
     """Why a build is over its disk cap (disk.BUILD_CAP for its folder, scratch and logs together), or None."""
-    from harness import disk
+    from harness.isolation import disk
     used = sum(os.fstat(f.fileno()).st_blocks * 512 for f in logs)
     return disk.over([build] + ([scratch] if scratch else []), cap=disk.BUILD_CAP - used)
 
@@ -306,15 +306,16 @@ def build_in_child(path, timeout, exclude=None):
     own), and nothing it starts outlives it."""
     import tempfile
 
-    from harness import disk, env, procs
-    from harness.jail import Jail
+    from harness.isolation import disk, procs
+    from harness.isolation.cgroup import Cgroup
+    from harness.judge import rank_env
     procs.become_subreaper()         # what it detaches stays below the judge, where it is found
     before = procs.descendants()
     scratch = tempfile.mkdtemp(prefix="wan-build-")
-    environ = env.platform_env()
+    environ = rank_env.platform_env()
     build = build_dir(describe(path))
     if exclude is not None:
-        from harness.sandbox import SandboxError, check_grants
+        from harness.isolation.landlock import SandboxError, check_grants
         try:
             check_grants([path, build], exclude, within=[ROOT])
         except SandboxError as e:
@@ -324,7 +325,7 @@ def build_in_child(path, timeout, exclude=None):
     environ.update(HOME=scratch, TMPDIR=scratch, PYTHONDONTWRITEBYTECODE="1", WAN_BUILD_DIR=os.path.dirname(build))
     code = _BUILD_CHILD.format(root=ROOT, path=os.path.abspath(path), scratch=scratch, build=build,
                                lock=None if exclude is None else [os.path.realpath(e) for e in exclude])
-    jail = Jail.make(f"wan-build-{os.getpid()}-{os.path.basename(scratch)}") if exclude is not None else None
+    jail = Cgroup.make(f"wan-build-{os.getpid()}-{os.path.basename(scratch)}") if exclude is not None else None
     # Files, not pipes: a process the build leaves behind would hold a pipe open, and reading it to the end wait.
     logs = [tempfile.TemporaryFile() for _ in range(2)]
     p = subprocess.Popen([sys.executable, "-c", code], env=environ, stdout=logs[0], stderr=logs[1],

@@ -61,7 +61,8 @@ class Rank:
         s = self.setup
         # The lock comes first, before torch starts any thread: Landlock before ABI 8 binds only the calling thread
         # and the threads and children it starts afterwards.
-        from harness import buffers, sandbox, syscalls
+        from harness.isolation import landlock, seccomp
+        from harness.judge import buffers
         maps = buffers.premap(s["buffers"])
         info = {"rank": s["rank"], "isolation": {"isolation": "none"}}
         whole = s["device"] == "cpu" or s["world"] == 1
@@ -71,26 +72,26 @@ class Rank:
             # the IPC namespace and the filter's metadata part where checked (the CPU; GPUs at world 1, with CUDA,
             # CUDA IPC and the profiler), not yet against NCCL between GPUs (the README's known limits).
             try:
-                info.update(syscalls.confine(net=s.get("netns_fd"), whole=whole, user=s.get("user")))
+                info.update(seccomp.confine(net=s.get("netns_fd"), whole=whole, user=s.get("user")))
             except OSError as e:
                 self.send("error", status="harness error", rank=s["rank"], phase="sandbox", error=str(e))
                 return False
         if s["sandbox"]:
             lock = s["sandbox"]
             try:
-                reads = sandbox.allowed_reads(exclude=lock["exclude"]) + lock["extra"]
+                reads = landlock.allowed_reads(exclude=lock["exclude"]) + lock["extra"]
                 # CUDA names its threads through /proc/<pid>/task/<tid>/comm.
                 write = lock["write"] + [f"/proc/{os.getpid()}/task"]
-                info["isolation"] = sandbox.lock(read=reads, write=write, devices=lock["devices"])
-            except sandbox.SandboxError as e:
+                info["isolation"] = landlock.lock(read=reads, write=write, devices=lock["devices"])
+            except landlock.SandboxError as e:
                 self.send("error", status="harness error", rank=s["rank"], phase="sandbox", error=str(e))
                 return False
         import torch
         import torch.distributed as dist
         import spec
         import reference  # noqa: F401 (loaded before the solution: it may import it)
-        import loader
-        from harness import guards
+        from harness.load.solution import load
+        from harness.rank import guards
         self.torch, self.dist, self.guards = torch, dist, guards
         self.rank, self.world = s["rank"], s["world"]
         geometry = spec.GEOMETRIES[s["geometry"]]
@@ -122,11 +123,11 @@ class Rank:
             reference.set_scopes(False)
         self.snapshot, self.modes = guards.snapshot(torch), guards.modes(torch)
         lent = (weights[0].untyped_storage().data_ptr(), weights[0].untyped_storage().nbytes())
-        from harness import census
+        from harness.rank import census
         unjudged = census.allowance([tuple(w.shape) for w in weights])
         # -- from here on, the solution's code is in this process
         try:
-            solution = loader.load(s["solution"])
+            solution = load(s["solution"])
         except Exception as e:
             self.send("error", status="load error", rank=self.rank, error=_short(e), trace=_trace())
             return False

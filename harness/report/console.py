@@ -10,9 +10,9 @@ import subprocess
 import sys
 
 import spec
-from harness import checks
+from harness.judge import checks
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # The layout of bench's and ci's JSON (docs/output.md): raised when a field changes meaning or goes away.
 SCHEMA_VERSION = 1

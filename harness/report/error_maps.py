@@ -19,7 +19,8 @@ import textwrap
 import numpy as np
 
 import spec
-from harness import checks, plot
+from harness.judge import checks
+from harness.report import plot
 
 # Where errors concentrate: the shortest run of rows (columns) that holds EXCESS of the error above the floor (the
 # median row's: what every row has, such as the bf16 noise of an honest decode). The errors are spread when what is

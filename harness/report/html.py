@@ -15,7 +15,7 @@ import re
 import urllib.parse
 
 import bounds
-from harness import profile
+from harness.report import profile
 
 STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em 2em; color: #222; max-width: 1500px }

@@ -6,7 +6,7 @@ import json
 import os
 import sys
 
-from harness import report
+from harness.report import console
 
 SCOPE_ROOTS = ("decoder", "post_quant_conv", "unpatchify", "halo_exchange", "gather")
 # Distinct scopes a trace may name (with their ancestors): the decode has a few hundred; the table's totals cost the
@@ -51,8 +51,8 @@ def summarise(path, gpu, cap=PARSE_CAP, cpu_s=CPU_CAP, output=OUTPUT_CAP):
         resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
         resource.setrlimit(resource.RLIMIT_FSIZE, (output, output))
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    code = ("import json, signal, sys\nsignal.signal(signal.SIGXFSZ, signal.SIG_DFL)\nfrom harness import profile\n"
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    code = ("import json, signal, sys\nsignal.signal(signal.SIGXFSZ, signal.SIG_DFL)\nfrom harness.report import profile\n"
             "e = profile.read_trace(sys.argv[1])\n"
             "json.dump([profile.scope_table(e), profile.overlap(e) if sys.argv[2] == '1' else None], sys.stdout, "
             "allow_nan=False)")   # a duration of 1e999 in the trace: no figure the JSON cannot hold
@@ -91,7 +91,7 @@ def scope_table(events):
     for a in events:
         if a.get("cat") != cat or a.get("ph") != "X" or not str(a.get("name", "")).startswith(SCOPE_ROOTS):
             continue
-        name, t0, t1 = report.plain(a["name"]), a["ts"], a["ts"] + a["dur"]
+        name, t0, t1 = console.plain(a["name"]), a["ts"], a["ts"] + a["dur"]
         if gpu:
             es, ss = by_pid.get(a.get("pid"), []), starts.get(a.get("pid"), [])
             total, i = 0.0, bisect.bisect_left(ss, t0)
@@ -153,7 +153,7 @@ def scopes_main(paths):
         ranks.append({"rank": i, "trace": path, "call_s": trace_span(events) or 1.0, "scopes": scope_table(events),
                       "communication": overlap(events) if gpu else None})
     prof = {"time_s": ranks[0]["call_s"], "ranks": ranks}
-    report.console().print(profile_report("trace", "", prof))
+    console.console().print(profile_report("trace", "", prof))
     return 0
 
 
@@ -212,7 +212,7 @@ def profile_report(name, workload, prof):
 def bar_chart(prof, path, title, most=20):
     """A PNG of a profiled call's scopes with the most self time (rank 0's, every rank's bar beside it), as shares of
     the call: where its time goes, for the report."""
-    from harness import plot
+    from harness.report import plot
     plt = plot.pyplot("the per-scope chart")
     ranks = prof["ranks"]
     rows = sorted(ranks[0]["scopes"], key=lambda r: -r["self_s"])[:most][::-1]

@@ -13,7 +13,7 @@ import torch  # noqa: E402
 
 import loader  # noqa: E402
 import spec  # noqa: E402
-from harness import census  # noqa: E402
+from harness.rank import census  # noqa: E402
 from helpers import random_weights  # noqa: E402
 
 

@@ -25,8 +25,8 @@ print(f"+6 GiB pinned {usage():.2f} GiB (not ended)", flush=True)
 def main():
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
     os.environ["WAN_GROUP_MEMORY"] = str(CAP)
-    from harness import jail
-    j = jail.Jail.make(f"wan-{os.getpid()}-probe-memory")
+    from harness.isolation import cgroup
+    j = cgroup.Cgroup.make(f"wan-{os.getpid()}-probe-memory")
     print("jail", j and j.path, "memory group", j and j.memory, "cap GiB", j and j.memory_cap and j.memory_cap / 2**30)
     if j is None or j.memory_cap is None:
         return

@@ -1,13 +1,13 @@
 """Check and time solutions on the task's workloads: `python bench.py SOLUTION [SOLUTION ...]`.
 
 Who runs what. This process is the judge: it never imports a solution. Per solution and world it starts one
-process per rank (harness/rank.py; torchrun's environment, env:// rendezvous, NCCL on GPUs with rank r on GPU r,
+process per rank (harness/rank/worker.py; torchrun's environment, env:// rendezvous, NCCL on GPUs with rank r on GPU r,
 gloo on the CPU). A rank maps the judge's tensors (weights, latents, out), locks itself down (Landlock: it reads
 the interpreter, site-packages, the solution, spec.py and reference.py, and writes only its own scratch folder,
 deleted after the run), then imports the solution and calls `prepare` once (untimed). From then on everything in
 that process is the solution's: the judge trusts no line of it except the fact that `done` arrived.
 
-Timing (per call; the method, in harness/group.py):
+Timing (per call; the method, in harness/judge/group.py):
   1. Before the clock: the latents staged on every rank's device (a timed call's are fresh: a secret seed), `out`
      poisoned with NaN, the pipes quiet.
   2. The judge's clock (CLOCK_MONOTONIC_RAW) starts; it copies the latents into the ranks' buffers and writes `go`.
@@ -28,8 +28,9 @@ warm calls on unseen latents beyond noise, after a second look (two more unseen 
 warm unseen call was timed; the call's time not below the roofline (bounds.impossible). The ranks also report
 threads left running and replaced functions of torch, time and builtins, and a precision census of what prepare
 returned (a second line: it can only fail a call). From the end of its start or call to its next call a group is
-parked: on GPUs its ranks' CUDA held by the driver's lock (harness/hold.py), so GPU work they queued ran before any
-other call, then every process of it frozen (its cgroup, or SIGSTOP); a process beside the ranks then fails it.
+parked: on GPUs its ranks' CUDA held by the driver's lock (harness/isolation/cuda_lock.py), so GPU work they queued ran
+before any other call, then every process of it frozen (its cgroup, or SIGSTOP); a process beside the ranks then fails
+it.
 
 Memory: each rank's torch.cuda.max_memory_allocated, reset before every call, plus the call's latents and (rank 0)
 out, which the judge lends. A workload's peak is the largest over its calls, warm-up included.
@@ -38,11 +39,11 @@ Profiling (--profile DIR): after a workload's calls, one more call (checked, not
 torch.profiler with reference's named scopes on; each rank's Chrome trace is copied to DIR and the per-scope table
 printed. `bench.py --scopes TRACE ...` prints the table of saved traces.
 
-Error maps (harness/maps.py): a call whose video fails the check (every call with --maps) is mapped from the judge's
-copy of out: where the errors are (the worst frame, rows named after the band seams of spec.bands, columns), in the
-console's `where:` line and the JSON's `error_map`, and drawn as a PNG (matplotlib, the plot extra; without it the
-console says so) into error-maps/<UTC time>-<pid>/ under the working directory, made when the first is drawn. With
---report DIR they go into DIR/maps, and DIR/index.html is written (harness/html.py: statuses, A/B verdicts, error
+Error maps (harness/report/error_maps.py): a call whose video fails the check (every call with --maps) is mapped from
+the judge's copy of out: where the errors are (the worst frame, rows named after the band seams of spec.bands, columns),
+in the console's `where:` line and the JSON's `error_map`, and drawn as a PNG (matplotlib, the plot extra; without it
+the console says so) into error-maps/<UTC time>-<pid>/ under the working directory, made when the first is drawn. With
+--report DIR they go into DIR/maps, and DIR/index.html is written (harness/report/html.py: statuses, A/B verdicts, error
 maps, rooflines, scope charts, the environment), a static page.
 
 Under torchrun (`torchrun --nproc-per-node N bench.py ...`) rank 0 runs the whole bench as above, on the GPUs it

@@ -16,9 +16,9 @@ What it checks, beyond bench.py's per-call checks (the same rank processes, judg
   every call: the gate computes their fp32 decode and the release bf16 decode itself, and the allowance from them.
 - Every call's time against the roofline (bounds.bound_of): faster than the hardware allows is impossible.
 
-A failing check's error map (harness/maps.py; every check's with --maps) says where its video is wrong, and its PNG
-goes into error-maps/<UTC time>-<pid>/ under the working directory (DIR/maps with --report DIR); --report DIR writes
-the checks, their maps and the environment as DIR/index.html.
+A failing check's error map (harness/report/error_maps.py; every check's with --maps) says where its video is wrong, and
+its PNG goes into error-maps/<UTC time>-<pid>/ under the working directory (DIR/maps with --report DIR); --report DIR
+writes the checks, their maps and the environment as DIR/index.html.
 """
 import argparse
 import json
@@ -48,7 +48,7 @@ def exit_code(checks):
 
 
 def junit(checks, path, suite, review=()):
-    """The checks as JUnit XML, the review notes as the audit case's output; every text plain (report.plain: what XML
+    """The checks as JUnit XML, the review notes as the audit case's output; every text plain (console.plain: what XML
     cannot hold, and terminal controls)."""
     suite = console_module.plain(suite)
     root = ET.Element("testsuite", name=suite, tests=str(len(checks)),
@@ -154,7 +154,8 @@ def main(argv=None):
     console.print(Text.assemble((f"ci {loader.plain_name(args.solution)}: {verdict}", "bold"),
                                 f", exit {code}, isolation: {isolation}, {time.monotonic() - started:.0f} s"),
                   soft_wrap=True)
-    record = {"schema_version": console_module.SCHEMA_VERSION, "solution": args.solution, "exit_code": code, "passed": code == 0, "partial": code == 6,
+    record = {"schema_version": console_module.SCHEMA_VERSION, "solution": args.solution, "exit_code": code,
+              "passed": code == 0, "partial": code == 6,
               "verdict": verdict, "workloads": asked, "not_asked": left, "isolation": isolation, "checks": checks,
               "geometry": gate.geometry.name if gate else None, "review": gate.review if gate else [],
               "strict": args.strict}

@@ -1,4 +1,4 @@
-"""audit.py (and harness/rules, names, python_rules, cpp, files behind it): every rule fires on a small cheat and
+"""audit.py (and harness/audit/rules, names, python_rules, cpp, files behind it): every rule fires on a small cheat and
 stays quiet on its legitimate near-miss; the adversarial review's cases with a phrase of their reasons; allowances;
 the report, JSON and exit codes. Solutions are written into tmp_path; nothing is imported or run."""
 import json

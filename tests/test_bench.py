@@ -386,7 +386,7 @@ def test_peaks_a_rank_gives_on_some_calls_only_are_summed_up_without_a_crash():
 @pytest.mark.slow      # with test_ci's forges_the_console, the slow tier's
 def test_a_solutions_lines_never_start_where_the_judges_do(tiny_data, tmp_path):
     """A message of many lines (a PASS of its own, a failure blamed on the solution beside it): on the console each
-    line after its first is indented behind report.QUOTE."""
+    line after its first is indented behind console.QUOTE."""
     from harness.report.console import QUOTE
     cheat = os.path.join(os.path.dirname(__file__), "cheats", "forges_the_console.py")
     p = bench(tiny_data, "solutions/reference", cheat, "--workloads", "f1x1", "--json", str(tmp_path / "r.json"),

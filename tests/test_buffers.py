@@ -1,4 +1,4 @@
-"""harness/buffers.py: what a rank may do with the judge's lent buffers before its lock."""
+"""harness/judge/buffers.py: what a rank may do with the judge's lent buffers before its lock."""
 import os
 import pickle
 import subprocess
@@ -12,7 +12,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class _OnGpu:
-    """Stands for a CUDA tensor: lend() only asks its device type and numel and hands it to cudaipc.handle."""
+    """Stands for a CUDA tensor: lend() only asks its device type and numel and hands it to cuda_ipc.handle."""
     device = torch.device("cuda", 0)
 
     def numel(self):

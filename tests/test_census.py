@@ -1,4 +1,4 @@
-"""harness/census.py: the precision census of prepare()'s tensors, judged as stored."""
+"""harness/rank/census.py: the precision census of prepare()'s tensors, judged as stored."""
 import pytest
 import torch
 

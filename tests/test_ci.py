@@ -244,7 +244,7 @@ def terminal_rows(text, width, lead=""):
 
 @pytest.mark.parametrize("width", [40, 80, 161])
 def test_a_quoted_line_is_wrapped_before_the_terminal_does(width):
-    """report.quote with the console's width: every row a terminal shows, after the first, starts behind QUOTE, for
+    """console.quote with the console's width: every row a terminal shows, after the first, starts behind QUOTE, for
     a row that fills the terminal exactly, wide (two-cell) and ambiguous characters, tabs and the judge's words
     before it (the console shows printable ASCII only: a terminal decides the others' widths); the text is all there
     (but what was cut at QUOTED_LINE)."""

@@ -44,7 +44,8 @@ def test_rank_env_names_the_groups_gpus(monkeypatch):
     e = rank_env.rank_env(1, 2, 29500, "/s", False, "/d", "/b", "/p", gpus="GPU-a,GPU-b")
     assert e["CUDA_VISIBLE_DEVICES"] == "GPU-a,GPU-b"
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")      # the judge's own setting does not reach a GPU rank
-    assert rank_env.rank_env(0, 1, 29500, "/s", False, "/d", "/b", "/p", gpus="GPU-c")["CUDA_VISIBLE_DEVICES"] == "GPU-c"
+    e = rank_env.rank_env(0, 1, 29500, "/s", False, "/d", "/b", "/p", gpus="GPU-c")
+    assert e["CUDA_VISIBLE_DEVICES"] == "GPU-c"
 
 
 def test_run_gives_world_w_the_first_w_gpus(tmp_path, monkeypatch):

@@ -1,5 +1,6 @@
-"""The judge's side of the GPU hold (harness/hold.py) against stand-in helpers: what each answer of the driver means,
-and a helper that never answers (a lock of a process that stopped itself) costs the deadline, not the run."""
+"""The judge's side of the GPU hold (harness/isolation/cuda_lock.py) against stand-in helpers: what each answer of the
+driver means, and a helper that never answers (a lock of a process that stopped itself) costs the deadline, not the
+run."""
 import os
 import sys
 import time

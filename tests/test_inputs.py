@@ -1,4 +1,4 @@
-"""harness/inputs.py: the allowance of fresh latents admits the release decode of those latents; each draw goes to
+"""harness/judge/fresh.py: the allowance of fresh latents admits the release decode of those latents; each draw goes to
 one call."""
 import pytest
 

@@ -1,6 +1,6 @@
-"""Error maps (harness/maps.py) on the CPU: they put the error where a broken fixture put it (a wrong seam row at
-world 2 and 4, a shifted frame), say so in words, and call an honest decode's error spread; the pictures go into a
-folder of the run's own, made only when one is drawn, and their words stay where matplotlib is missing."""
+"""Error maps (harness/report/error_maps.py) on the CPU: they put the error where a broken fixture put it (a wrong seam
+row at world 2 and 4, a shifted frame), say so in words, and call an honest decode's error spread; the pictures go into
+a folder of the run's own, made only when one is drawn, and their words stay where matplotlib is missing."""
 import math
 import os
 import re

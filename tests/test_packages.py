@@ -1,5 +1,5 @@
 """What the judge imports from is importable in the ranks: a package a user installed with `pip install --target DIR`
-and `PYTHONPATH=DIR` (harness/env.py import_paths), never the repository or the data."""
+and `PYTHONPATH=DIR` (harness/judge/rank_env.py import_paths), never the repository or the data."""
 import os
 import subprocess
 import sys

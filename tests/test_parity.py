@@ -1,4 +1,4 @@
-"""runner's parity of calls on latents a solution had or could have seen against calls on latents it never saw:
+"""bench_plan's parity of calls on latents a solution had or could have seen against calls on latents it never saw:
 the tolerance and its noise, and bench's second look, on scripted calls (no rank processes)."""
 from types import SimpleNamespace
 
@@ -10,7 +10,7 @@ from harness.judge import bench_plan, fresh as fresh_module
 
 
 def test_slowed_fresh_calls_do_not_widen_the_parity_tolerance():
-    """runner.parity's noise is the spread of the faster half of the fresh calls, and at most doubles the base
+    """bench_plan.parity's noise is the spread of the faster half of the fresh calls, and at most doubles the base
     tolerance: a replay beside fresh calls padded eightfold is still too fast, an honest noisy record is not."""
     noise, parity = bench_plan.noise, bench_plan.parity
 
@@ -57,7 +57,7 @@ def scripted_run(monkeypatch, script, stored_at, warmup=0, reps=2):
     monkeypatch.setattr(bench_plan.bounds, "impossible", lambda *a, **k: None)
 
     class Fresh:
-        give = fresh_module.Fresh.give        # each draw to one call: the runner's keys must hold to it here too
+        give = fresh_module.Fresh.give        # each draw to one call: the bench plan's keys must hold to it here too
 
         def __init__(self, *a):
             self.given = set()

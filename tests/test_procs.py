@@ -248,7 +248,7 @@ libc.syscall(60 if __import__("platform").machine() == "x86_64" else 93, 0)   # 
 
 
 def test_the_disk_count_sees_files_held_past_an_ended_first_thread(tmp_path):
-    """A file in no folder held by a process whose first thread ended is still counted (harness/disk.py reads
+    """A file in no folder held by a process whose first thread ended is still counted (harness/isolation/disk.py reads
     through a live thread)."""
     from harness.isolation import disk
     p = subprocess.Popen([sys.executable, "-c", GHOST_DISK, str(tmp_path)])
@@ -299,7 +299,7 @@ time.sleep(60)
 
 
 def test_a_groups_tasks_are_capped(monkeypatch):
-    """A group's cgroup caps its tasks (jail.MAX_TASKS, here 20): the 50 forks of a fork storm are refused past it."""
+    """A group's cgroup caps its tasks (cgroup.MAX_TASKS, here 20): the 50 forks of a fork storm are refused past it."""
     import errno
     from harness.isolation import cgroup
     monkeypatch.setattr(cgroup, "MAX_TASKS", 20)
@@ -336,7 +336,7 @@ time.sleep(60)
 
 def test_a_groups_memory_is_capped_across_its_processes(monkeypatch):
     """Three processes of 100 MiB each under a cap of 256 MiB: none is large, together they are past the cap, and the
-    kernel ends one of the group's processes (harness/jail.py: the cgroup counts them together)."""
+    kernel ends one of the group's processes (harness/isolation/cgroup.py: the cgroup counts them together)."""
     from harness.isolation import cgroup
     monkeypatch.setenv("WAN_GROUP_MEMORY", str(256 << 20))
     j = cgroup.Cgroup.make(f"wan-{os.getpid()}-memory")

@@ -1,4 +1,5 @@
-"""harness/sandbox.py: each test locks a child Python process with Landlock and reports what it could still do."""
+"""harness/isolation/landlock.py: each test locks a child Python process with Landlock and reports what it could
+still do."""
 import ast
 import os
 import resource
@@ -359,9 +360,9 @@ print(errno_of(lambda: resource.prlimit(os.getppid(), resource.RLIMIT_NOFILE, (1
 
 
 def test_a_rank_without_capabilities_cannot_write_metadata_or_keys(tmp_path):
-    """harness/syscalls.py in a child: extended attributes, times, modes, keyrings, file watches and the domain name
-    refused with EPERM; reading and writing file contents, and torch, still work (the default tier's share of test_trust's
-    keeps_state_in_kernel runs)."""
+    """harness/isolation/seccomp.py in a child: extended attributes, times, modes, keyrings, file watches and the domain
+    name refused with EPERM; reading and writing file contents, and torch, still work (the default tier's share of
+    test_trust's keeps_state_in_kernel runs)."""
     target = tmp_path / "f"
     target.write_text("x")
     code = f"""

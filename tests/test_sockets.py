@@ -1,5 +1,5 @@
-"""harness/sockets.py against sockets this test holds: the bytes queued in them, read from /proc, and the sockets
-a process holds (a group in the host's network namespace is judged by those alone)."""
+"""harness/isolation/sockets.py against sockets this test holds: the bytes queued in them, read from /proc, and the
+sockets a process holds (a group in the host's network namespace is judged by those alone)."""
 import os
 import socket
 

@@ -13,7 +13,7 @@ from harness.isolation import users
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHEATS = os.path.join(ROOT, "tests", "cheats")
-USERS = users.Users().why_not is None      # ranks under users of their own (harness/users.py)
+USERS = users.Users().why_not is None      # ranks under users of their own (harness/isolation/users.py)
 
 # cheat -> (status, a phrase of the reason)
 EXPECTED = {
@@ -166,7 +166,7 @@ def test_a_stored_call_with_no_bar_gets_a_second_look(tiny_data, tmp_path):
 @pytest.mark.slow
 def test_work_in_the_kernel_that_outlasts_a_freeze_fails_its_group(tiny_data, tmp_path):
     """A thread looping in a long system call keeps working after the judge's freeze; the judge waits for the
-    freeze to take hold (jail.FREEZE_S) and fails that group at its next call. The solution beside it passes."""
+    freeze to take hold (cgroup.FREEZE_S) and fails that group at its next call. The solution beside it passes."""
     from harness.isolation import cgroup
     probe = cgroup.Cgroup.make(f"wan-probe-{os.getpid()}-t")
     if probe is None:
@@ -301,7 +301,7 @@ def test_bench_fails_every_cheat_for_its_reason(tiny_data, tmp_path, cheats):
     assert "time.sleep(300)" not in ps
 
 
-# The gate's share of EXPECTED: one judge (harness/group.py) runs bench's calls and the gate's, and bench's run of
+# The gate's share of EXPECTED: one judge (harness/judge/group.py) runs bench's calls and the gate's, and bench's run of
 # every cheat shows each defence; these show the gate reporting them, one cheat per layer of the judge (the protocol,
 # out, the filesystem lock, the decoys, processes, the disk, forged statuses, the weights, the command pipe, the
 # filter).

@@ -1,6 +1,6 @@
-"""harness/users.py: a uid of its own for every group of ranks, taken by the rank before its lock; what the change
-leaves it (CAP_DAC_READ_SEARCH alone, kept by its children) and what it takes (another user's processes, files and
-per-user counts)."""
+"""harness/isolation/users.py: a uid of its own for every group of ranks, taken by the rank before its lock; what the
+change leaves it (CAP_DAC_READ_SEARCH alone, kept by its children) and what it takes (another user's processes, files
+and per-user counts)."""
 import os
 import subprocess
 import sys

@@ -1,4 +1,4 @@
-"""What one audit knows beyond a file (harness/names.py resolves a file's names within it).
+"""What one audit knows beyond a file (harness/audit/names.py resolves a file's names within it).
 
 - `Context`: the solution's own modules (`helper.torch.load` is `torch.load`) and the project modules spec and
   reference (re-exports, and their functions that do what a solution may not). It rewrites private spellings and

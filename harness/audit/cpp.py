@@ -1,8 +1,8 @@
 """audit.py's C/C++/CUDA checks, by text: line splices joined, `//` and `/* */` comments blanked (string literals
 kept, so PTX inside `asm("...")` is read), then the rules' regexes (rules.CPP_RULES) and the narrow-numerics rule's
-arithmetic, read from calls' arguments (harness/cpp_numerics.py: harness/numerics.py's checks for C++). Includes are followed:
-every file of the solution an #include may name is audited whatever its suffix, one outside it is a finding.
-solution.yml's text is read by the same rules (a `-DX=fopen` macro)."""
+arithmetic, read from calls' arguments (harness/audit/cpp_numerics.py: harness/audit/numerics.py's checks for C++).
+Includes are followed: every file of the solution an #include may name is audited whatever its suffix, one outside it is
+a finding. solution.yml's text is read by the same rules (a `-DX=fopen` macro)."""
 import os
 import re
 import shutil
@@ -43,7 +43,7 @@ def _phase1(text, trigraphs=True):
 
 
 def strip_cpp(text, trigraphs=True):
-    """(code, line_of, comments): the text as the compiler reads it (harness/cpp.py's _phase1: BOM, line ends,
+    """(code, line_of, comments): the text as the compiler reads it (harness/audit/cpp.py's _phase1: BOM, line ends,
     trigraphs where asked, blanks), line splices joined, comments blanked (string literals kept), digraphs outside
     literals spelled as their tokens (`%:include` is `# include`), the original line of every character of code, and
     (line, text) of every comment. Every C++ scan reads this text, with trigraphs and without (scan_cpp).

@@ -1,8 +1,8 @@
-"""The narrow-numerics rule's arithmetic in C/C++ (harness/numerics.py's for Python), where a regex alone cannot decide:
-floor/ceil with a scale, clamps to a narrow format's range (also as fminf(fmaxf(..))), casts of tensors to 16- or 32-bit
-integers or of quotients to any, views of their bits as integers, rounded divisions scaled back, the constants that
-round when added and subtracted. libtorch's tensor forms (`x.floor()`, `torch::floor(x)`) are judged as Python's are;
-the scalar forms (`floorf`, `std::floor`, also device code's) only where a scaled value is floored and scaled back
+"""The narrow-numerics rule's arithmetic in C/C++ (harness/audit/numerics.py's for Python), where a regex alone cannot
+decide: floor/ceil with a scale, clamps to a narrow format's range (also as fminf(fmaxf(..))), casts of tensors to 16-
+or 32-bit integers or of quotients to any, views of their bits as integers, rounded divisions scaled back, the constants
+that round when added and subtracted. libtorch's tensor forms (`x.floor()`, `torch::floor(x)`) are judged as Python's
+are; the scalar forms (`floorf`, `std::floor`, also device code's) only where a scaled value is floored and scaled back
 (`floorf(x / s + 0.5f) * s`), not in index and size arithmetic (`(int)floorf(y * h)`, `std::ceil(n / 2.0)`,
 `(int)std::ceil(n / 64.0) * 64`), as Python's math.floor on numbers is not."""
 import re

@@ -2,7 +2,7 @@
 documentation), their text and size limits, the sources and include folders solution.yml and #include name, the
 files that are no source at all, and the solution's Python files as modules (`Modules`: `sol:N`, for imports
 between them). Every file's findings go to its `findings.Unit`, kept by `Solution`. Files are listed and read through
-harness/tree.py, as the loader's: what is no regular file is a finding, never read."""
+harness/load/tree.py, as the loader's: what is no regular file is a finding, never read."""
 import importlib.util
 import io
 import marshal
@@ -117,8 +117,8 @@ class Solution:
 
     def files(self):
         """Every file of the solution by kind: (python, yml, cpp, pyc, other), `other` being neither a source the
-        audit reads nor documentation. Listed by the walk that loader's content hash uses (harness/tree.py); what it
-        refuses (links, FIFOs, devices, sockets, past its caps) is a finding and never read."""
+        audit reads nor documentation. Listed by the walk that loader's content hash uses (harness/load/tree.py); what
+        it refuses (links, FIFOs, devices, sockets, past its caps) is a finding and never read."""
         path = self.path
         if os.path.isdir(path):
             found = tree.walk(path)

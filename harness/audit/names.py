@@ -1,5 +1,5 @@
 """audit.py's name resolution in one file: what a Python name or expression stands for, as dotted names
-(`torch.load`), within what the audit knows beyond the file (harness/context.py's Context).
+(`torch.load`), within what the audit knows beyond the file (harness/audit/context.py's Context).
 
 - `FileNames` resolves one file's names: imports, simple aliases (`t = torch`), getattr of constants, `type(x)`,
   which names a function binds locally (so that they never fall through to builtins or module state), which the

@@ -1,6 +1,6 @@
 """The regular expressions of audit.py's rules that are more than a list of names: calls of C functions by any
 form, number formats narrower than bf16 and 8-bit dtypes by any spelling, rounding to integers, torch's private
-dispatcher switches. harness/rules.py's table uses them; the checks read them from there."""
+dispatcher switches. harness/audit/rules.py's table uses them; the checks read them from there."""
 import re
 
 
@@ -24,7 +24,7 @@ NARROW_PY = re.compile(r"(?i)(float8|fp8|float6|fp6|float4|fp4)(?!\d)|(?<![a-z0-
                        r"(float|double|half|bfloat16)2u?(int|ll|short|char)_r[nzdu]|" + _NARROW_COMMON)
 NARROW_TEXT = re.compile(r"(?i)(fp8|fp6|fp4|float8)(?!\d)|(?<![a-z0-9])u?int8_t\b|__nv_fp|dp4a|dp2a|\.[su][48]\.[su][48]|\.b1\.b1|"
                          r"precision::(s4|u4|b1)|kind::i8|\bu?int[1-4]b_t\b|\bbin1_t\b|" + _NARROW_COMMON)
-# The same in C/C++/CUDA text (harness/cpp.py reads the arithmetic a regex cannot decide: floor/ceil with a scale,
+# The same in C/C++/CUDA text (harness/audit/cpp.py reads the arithmetic a regex cannot decide: floor/ceil with a scale,
 # clamps to a narrow range, integer casts). Integer dtypes of 8 bits or fewer by any spelling: `kChar` after
 # `using namespace torch`, `at::ScalarType::Byte`, `signed char`, CUDA's `char4`.
 CPP_NARROW_DTYPES = re.compile(r"\b(at|torch|c10|ScalarType)\s*::\s*(Q?U?Int8|QInt32|Char|Byte|QU?Int4x2|QU?Int2x4|"

@@ -1,7 +1,7 @@
-"""What a group holds, as the judge counts it (a mixin of harness/group.py's Group): its files on the disk and in
-/dev/shm, the open and mapped files and sockets its processes hold (harness/disk.py), what its sockets queue
-(harness/sockets.py), the out-of-memory kills at or under its memory cap (harness/jail.py), and what it keeps of the
-GPUs' memory (harness/gpumem.py). A count over a cap,
+"""What a group holds, as the judge counts it (a mixin of harness/judge/group.py's Group): its files on the disk and in
+/dev/shm, the open and mapped files and sockets its processes hold (harness/isolation/disk.py), what its sockets queue
+(harness/isolation/sockets.py), the out-of-memory kills at or under its memory cap (harness/isolation/cgroup.py), and
+what it keeps of the GPUs' memory (harness/isolation/gpu_memory.py). A count over a cap,
 or a kill at the cap, is the group's failure (GroupFailed); one is made between calls, at every freeze (a group is
 frozen from the end of its start or call to its next call), and in steps while the judge waits for a `done`.
 
@@ -11,7 +11,6 @@ None), `_watch` (a disk.Watch), `_counted_at` (when the next count of kills and 
 import time
 
 from harness.isolation import disk, procs, sockets, users
-from harness.judge.protocol import GroupFailed
 
 
 class Caps:
@@ -20,6 +19,7 @@ class Caps:
         own the names there that are its user's, and at any user the files there they hold open in no folder
         (disk.Watch: `now` a whole count, between calls; else a step of one, which never holds up the reading of a
         `done` for long)."""
+        from harness.judge.protocol import GroupFailed     # here: the judge imports isolation/, not the reverse
         # The cgroup's kills and the sockets are asked about as often as a count starts, not at every step.
         due = now or time.monotonic() >= self._counted_at
         if due:
@@ -34,8 +34,10 @@ class Caps:
             self._sockets()
 
     def _sockets(self):
-        """What the group's sockets hold (harness/sockets.py): in a network namespace of its own every socket there,
-        those no descriptor names too (a listener's backlog, orphans); in the host's, those its processes hold."""
+        """What the group's sockets hold (harness/isolation/sockets.py): in a network namespace of its own every socket
+        there, those no descriptor names too (a listener's backlog, orphans); in the host's, those its processes
+        hold."""
+        from harness.judge.protocol import GroupFailed     # here: the judge imports isolation/, not the reverse
         pid = self.procs[0].pid
         if self.net is not None:
             used = sockets.in_namespace(pid)
@@ -51,7 +53,9 @@ class Caps:
 
     def _memory(self):
         """Raise where the kernel's out-of-memory killer ended a process of the group: at its memory cap (its cgroup's,
-        harness/jail.py) the group's failure, whichever of its processes the killer took; under it, the host's."""
+        harness/isolation/cgroup.py) the group's failure, whichever of its processes the killer took; under it, the
+        host's."""
+        from harness.judge.protocol import GroupFailed     # here: the judge imports isolation/, not the reverse
         kills, at_cap = self.jail.oom() if self.jail is not None else (0, False)
         if kills and at_cap:
             raise GroupFailed("crash", f"the group's processes went past its memory cap of "
@@ -64,7 +68,8 @@ class Caps:
                                                f"this solution")
 
     def _gpu_memory(self, when):
-        """Raise where the group, held, keeps more of a GPU's memory than its cap (harness/gpumem.py)."""
+        """Raise where the group, held, keeps more of a GPU's memory than its cap (harness/isolation/gpu_memory.py)."""
+        from harness.judge.protocol import GroupFailed     # here: the judge imports isolation/, not the reverse
         meter = getattr(self.run, "gpumem", None)
         why = meter.over(self._holders(), self.world) if meter is not None and self.procs else None
         if why:
@@ -73,6 +78,7 @@ class Caps:
     def short_of_gpu_memory(self, err):
         """The verdict on an out-of-memory error in the judge's own GPU work for this group's call: the group's where it
         holds more than its cap, else the judge's."""
+        from harness.judge.protocol import GroupFailed     # here: the judge imports isolation/, not the reverse
         try:
             self._gpu_memory("when the judge's checks of its call ran out of GPU memory")
         except GroupFailed as failed:

@@ -1,7 +1,7 @@
 """A cgroup per group of ranks, where the platform lets the judge make one: every process a rank starts stays in it
 (a double fork, a new session or a dead parent change nothing), so the judge freezes the whole group at once while
 another solution's call runs, counts its processes, caps their number, and kills them all at the end, new forks
-included. Without cgroups the judge falls back to signals and the process tree (harness/procs.py).
+included. Without cgroups the judge falls back to signals and the process tree (harness/isolation/procs.py).
 
 Where the memory controller is there too (cgroup v1's hierarchy, or cgroup2's where its parent enables it), a group's
 memory is capped: what its processes hold in RAM, the files they write to memory (/dev/shm, page cache) and the

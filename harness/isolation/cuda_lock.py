@@ -12,8 +12,8 @@ lock is refused, for that or any reason, could queue work between its calls that
 tampering (tests/cheats_gpu/loads_cupti.py).
 
 A lock of a process that has stopped itself does not return, its timeout or not, so the judge asks a helper
-process of its own (`python -m harness.isolation.cuda_lock`, which only loads the driver) and waits with a deadline; a helper that
-does not answer is killed and replaced."""
+process of its own (`python -m harness.isolation.cuda_lock`, which only loads the driver) and waits with a deadline; a
+helper that does not answer is killed and replaced."""
 import ctypes
 import os
 import select

@@ -4,7 +4,7 @@ The judge's own GPU work runs beside the groups' memory: the references of fresh
 decodes), read 1 of `out` and the figures. A group keeps what it allocated while it is frozen and held (PyTorch's
 caching allocator keeps what a call freed), so one that kept nearly a whole GPU would make that work run out of memory,
 and the run would end for every solution (tests/cheats_gpu/starves_the_judge.py). So the judge measures what its own
-work takes before any group starts (inputs.Fresh.need: it does that work once), and a group, once its CUDA is held
+work takes before any group starts (fresh.Fresh.need: it does that work once), and a group, once its CUDA is held
 after prepare and after each call (it can then allocate nothing until its next call), may keep what is left:
 
     cap = (the GPU's memory - what the judge holds there - its work's need (GPU 0) - MARGIN) / groups alive at once

@@ -1,10 +1,10 @@
 """What Landlock's filesystem lock leaves open to a rank that runs as root: kernel state outside file contents, which
-outlives the process and which a later process of the same solution could read (harness/ipc.py has the System V
-part).
+outlives the process and which a later process of the same solution could read (harness/isolation/ipc.py has the System
+V part).
 
 - Capabilities: the rank drops them all (effective, permitted, inheritable, bounding), or all but
-  CAP_DAC_READ_SEARCH where it takes a user of its own (harness/users.py), so the host's global state stays out of
-  reach (host and domain names, network links and addresses, `trusted.*` extended attributes, sysctls
+  CAP_DAC_READ_SEARCH where it takes a user of its own (harness/isolation/users.py), so the host's global state stays
+  out of reach (host and domain names, network links and addresses, `trusted.*` extended attributes, sysctls
   through syscalls, the clock's rate), and so do the judge's scheduling, priority and CPUs (it holds more).
 - Other processes' resource limits, which the kernel lets any process of the same user lower (a neighbour's rank or
   the judge killed by its own limits): the seccomp filter refuses prlimit on any pid but 0 (the caller).
@@ -24,16 +24,16 @@ part).
   write on-disk state of any file root owns that outlives the run, and the noatime flag (or an O_NOATIME open)
   would read the decoys without moving their access times: refused with EPERM, openat2 (whose flags the filter
   cannot read) with ENOSYS.
-- Counts the kernel keeps per user, at every world: under a user of its own (harness/users.py) they are its
+- Counts the kernel keeps per user, at every world: under a user of its own (harness/isolation/users.py) they are its
   group's; a rank that runs as root (where the judge cannot make users) holds what every root process of the host
   shares, a neighbour's ranks and whatever runs beside the judge. Pipe buffers past the default (F_SETPIPE_SZ; past
   the per-user soft limit other capless processes get 2-page pipes) and POSIX message queues (mq_open,
   RLIMIT_MSGQUEUE's bytes) are refused with EPERM either way; epoll watches, which gloo and NCCL use, descriptors in
   flight, ordinary pipes and pending signals are bounded only by the user's own count. Counts kept for the whole
   host, every user's: Linux AIO contexts (io_setup, fs.aio-max-nr) are refused with EPERM; open files and sockets
-  are the judge's to count (harness/disk.py's HELD_CAP and SOCKETS_CAP), and the bytes queued in sockets
-  (harness/sockets.py), which reads no MPTCP socket's: MPTCP sockets (socket()'s protocol 262) are refused with
-  EPERM.
+  are the judge's to count (harness/isolation/disk.py's HELD_CAP and SOCKETS_CAP), and the bytes queued in sockets
+  (harness/isolation/sockets.py), which reads no MPTCP socket's: MPTCP sockets (socket()'s protocol 262) are refused
+  with EPERM.
 - User namespaces, at every world: inside one a rank is root again (network namespaces by the thousand, each held
   against the host's limit): unshare and clone with CLONE_NEWUSER fail with EPERM.
 - Watches: Landlock does not cover inotify, with which a rank could watch the data folder, the repository and the
@@ -72,11 +72,11 @@ F_SETLEASE, F_NOTIFY, F_SETPIPE_SZ = 1024, 1026, 1031
 MQ_OPEN = {"x86_64": 240, "aarch64": 180}
 IO_SETUP = {"x86_64": 206, "aarch64": 0}     # Linux AIO: fs.aio-max-nr is one count for the whole host
 SOCKET = {"x86_64": 41, "aarch64": 198}
-IPPROTO_MPTCP = 262     # its queues are in no /proc/net table the judge reads (harness/sockets.py)
+IPPROTO_MPTCP = 262     # its queues are in no /proc/net table the judge reads (harness/isolation/sockets.py)
 IO_URING = (425, 426, 427)   # io_uring_setup, _enter, _register: the same on x86_64 and aarch64
 OPENAT2, FILE_SETATTR = 437, 469   # the same on both; openat2's flags lie in memory the filter cannot read
 # name_to_handle_at, open_by_handle_at: a file opened by its handle, not its path (CAP_DAC_READ_SEARCH, which a rank
-# under a user of its own keeps, harness/users.py); Landlock checks such opens too, refused all the same.
+# under a user of its own keeps, harness/isolation/users.py); Landlock checks such opens too, refused all the same.
 BY_HANDLE = {"x86_64": (303, 304), "aarch64": (264, 265)}
 IOCTL = {"x86_64": 16, "aarch64": 29}
 OPENAT = {"x86_64": 257, "aarch64": 56}
@@ -212,10 +212,10 @@ def deny(metadata=True):
 def confine(net=None, whole=True, user=None):
     """Everything a process of the solution's (a rank, the build child) gives up before its Landlock lock, in the
     order the kernel needs (namespaces while root may still enter them, then the capabilities, then the filter).
-    net: a descriptor of the namespace to enter (a group's, harness/netns.py), "new" (one of its own, loopback
+    net: a descriptor of the namespace to enter (a group's, harness/isolation/netns.py), "new" (one of its own, loopback
     down: nothing to reach; the host's where the kernel refuses one, as for a group) or None (the host's). whole:
     also an IPC namespace of its own and the filter's metadata part. user: (uid, supplementary groups) to take,
-    keeping CAP_DAC_READ_SEARCH alone (harness/users.py); None: the judge's user, every capability dropped.
+    keeping CAP_DAC_READ_SEARCH alone (harness/isolation/users.py); None: the judge's user, every capability dropped.
     Returns what was done, for the isolation report; raises OSError where the kernel refuses the rest."""
     from harness.isolation import ipc, netns
     info = {}

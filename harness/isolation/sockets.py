@@ -1,10 +1,10 @@
 """What a group's sockets hold of the kernel's memory, counted by the judge: the sockets a network namespace holds
 (those no descriptor names too: a listener's unaccepted connections, orphans) and the bytes queued in them.
 
-A group's memory cgroup (harness/jail.py) is charged for unix sockets' buffers, not for those of netlink sockets, nor
-in cgroup v1 for TCP's and UDP's (their own pools for the whole host: tcp_mem, udp_mem); a rank may raise a socket's
-buffers to net.core.rmem_max (4 MiB here, doubled by the kernel), so 4,096 sockets could queue tens of GiB. The judge
-reads the queues of every socket in the group's namespace (or, in the host's, of the sockets its processes hold
+A group's memory cgroup (harness/isolation/cgroup.py) is charged for unix sockets' buffers, not for those of netlink
+sockets, nor in cgroup v1 for TCP's and UDP's (their own pools for the whole host: tcp_mem, udp_mem); a rank may raise a
+socket's buffers to net.core.rmem_max (4 MiB here, doubled by the kernel), so 4,096 sockets could queue tens of GiB. The
+judge reads the queues of every socket in the group's namespace (or, in the host's, of the sockets its processes hold
 descriptors of) from /proc and fails a group past QUEUED_CAP: an honest rank queues kilobytes between its calls."""
 import os
 

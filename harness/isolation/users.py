@@ -10,8 +10,8 @@ from another group's names there).
 
 The judge (root, holding CAP_SETUID) picks for each group a uid no account and no live process has (`Users.take`)
 and gives it the group's scratch; the rank takes it before it locks itself down (`become`, from
-harness/syscalls.py's confine), keeping one capability: CAP_DAC_READ_SEARCH, to read every file and search every
-folder (Python, torch and the solution's build may lie under folders only root may enter, such as /root; Landlock,
+harness/isolation/seccomp.py's confine), keeping one capability: CAP_DAC_READ_SEARCH, to read every file and search
+every folder (Python, torch and the solution's build may lie under folders only root may enter, such as /root; Landlock,
 not file modes, says what a rank may read), as an ambient capability that its children keep. It holds fewer
 capabilities than the judge and another user's, so the kernel refuses it the judge's scheduling, limits and
 signals. Where the judge cannot make users (not root, a user namespace without spare uids), ranks keep the judge's

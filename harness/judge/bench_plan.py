@@ -78,9 +78,9 @@ def floored(call, latent_frames, world, peaks, geometry):
 
 def judged(group, z, ref, allow, timeout, device, profile_call=False, atlas=None, key=None):
     """One call on latents z, judged in this process: {"time_s", "status", "reason", "figures", ...}.
-    ref: the fp32 decode of z (fp16, CPU); allow: {"max_abs", "rms"}. With an atlas (harness/maps.py), a call whose
-    figures fail (every call, with the atlas's `every`) is mapped from the same copy of out, kept under `key`, and
-    its words are the record's `error_map`."""
+    ref: the fp32 decode of z (fp16, CPU); allow: {"max_abs", "rms"}. With an atlas (harness/report/error_maps.py), a
+    call whose figures fail (every call, with the atlas's `every`) is mapped from the same copy of out, kept under
+    `key`, and its words are the record's `error_map`."""
     import torch
     try:
         seconds, read1, reports, problems, arrivals = group.call(z, timeout, profile=profile_call)
@@ -158,7 +158,8 @@ class BenchPlan:
         records, active = {}, []
         for sol in self.solutions:
             # Every solution's buffers of this world before its first group starts: a group's GPU memory cap counts
-            # what the judge holds (harness/gpumem.py), which must not grow under a group that has started.
+            # what the judge holds (harness/isolation/gpu_memory.py), which must not grow under a group that has
+            # started.
             if not (sol.get("load_error") or sol.get("build_error")):
                 self.run.buffers_for(self.solutions.index(sol), world, max(frames))
         for sol in self.solutions:
@@ -256,9 +257,9 @@ class BenchPlan:
     def profile_call(self, sol, world, workload, rec, z, ref, allow):
         """One more call (checked, not counted) under the profiler with the named scopes on, on fresh latents (on the
         stored ones, seen by then, it could be a replay) and held to the roofline's floor. Each rank's trace is
-        taken from where the judge put it (its scratch folder), capped (harness/disk.py); a trace that is missing,
-        too large (alone, or with the solution's earlier ones: disk.TRACES_CAP), not a regular file or not a trace
-        fails the solution's workload, and none of the call's traces is kept."""
+        taken from where the judge put it (its scratch folder), capped (harness/isolation/disk.py); a trace that is
+        missing, too large (alone, or with the solution's earlier ones: disk.TRACES_CAP), not a regular file or not a
+        trace fails the solution's workload, and none of the call's traces is kept."""
         os.makedirs(self.args.profile, exist_ok=True)
         prefix = os.path.abspath(os.path.join(self.args.profile, f"{sol['name']}-{workload}"))
         timeout = 3 * call_timeout(z.shape[2], world, self.geometry, self.cpu, self.args.timeout_scale)

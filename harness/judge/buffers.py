@@ -3,8 +3,8 @@
 On the CPU they are sealed memory files that both sides map (the rank gets their descriptors; nobody can change
 their size, so no rank can truncate one under the judge's mapping, which would kill the judge with SIGBUS); on GPUs
 they are the judge's device memory, each alone in its allocation (CUDA IPC maps a rank the whole allocation a tensor
-lies in), which a rank maps through the driver's IPC memory handles (harness/cudaipc.py: no file in /dev/shm that a
-rank could truncate under the judge). A rank attaches them before it imports the solution; the judge writes
+lies in), which a rank maps through the driver's IPC memory handles (harness/judge/cuda_ipc.py: no file in /dev/shm that
+a rank could truncate under the judge). A rank attaches them before it imports the solution; the judge writes
 the latents and poisons `out` itself, and reads `out` and checks the inputs itself, so no code of the harness needs
 to run in the rank around a call. Each rank gets its own weights and latents (a rank that scribbles on its inputs
 harms only itself, and the judge sees it)."""

@@ -42,8 +42,8 @@ def _free_port():
     found = rank_env.free_port(Group.ports)
     if found is None:
         why = "; an earlier solution's ranks may have exhausted them" if Group.spawned else ""
-        raise GroupFailed("harness error", f"no free TCP port on 127.0.0.1 or {rank_env.OTHER_ADDRESSES} other loopback "
-                                           f"addresses{why}")
+        raise GroupFailed("harness error", f"no free TCP port on 127.0.0.1 or {rank_env.OTHER_ADDRESSES} other "
+                                           f"loopback addresses{why}")
     return found
 
 
@@ -54,7 +54,7 @@ def _failed(failed, when=""):     # the hold's (rank index, reason), if any
 
 def _orphans():
     """Live processes below the judge that no live group's rank started, but the judge's own helpers, which carry its
-    mark (harness/hold.py's; the data maker's workers)."""
+    mark (harness/isolation/cuda_lock.py's; the data maker's workers)."""
     judge = procs.mark_judge()
     return {pid for pid in procs.descendants() - Group.ranks - procs.descendants_of(Group.ranks)
             if not procs.marked(pid, procs.JUDGE_KEY, judge)}
@@ -67,8 +67,8 @@ class Group(Pipes, Caps):
     spawned = 0        # ranks started by this process so far
 
     def __init__(self, solution, world, geometry, cpu, buffers, run, frames, sandbox, profiling=False):
-        """solution: a loader.Solution (described, built); run: the run's folder (harness.judge.session.Session); frames: the
-        clip lengths the group will see; sandbox: the lock's settings for a rank, or None for no isolation;
+        """solution: a loader.Solution (described, built); run: the run's folder (harness.judge.session.Session);
+        frames: the clip lengths the group will see; sandbox: the lock's settings for a rank, or None for no isolation;
         profiling: a call may be profiled (the ranks start the profiler once before their snapshot of torch).
         Raises GroupFailed, after closing what it started, where the ranks do not all come up."""
         self.world, self.cpu, self.buffers, self.run, self.profiling = world, cpu, buffers, run, profiling
@@ -122,9 +122,9 @@ class Group(Pipes, Caps):
         shared = sandbox is not None and "/dev/shm" in sandbox.get("write", [])
         self.shm = set(os.listdir("/dev/shm")) if shared else None
         visible, nodes = (None, []) if cpu else run.gpus_for(world)
-        # Its own network namespace where the whole lock applies (harness/netns.py); None: the host's.
+        # Its own network namespace where the whole lock applies (harness/isolation/netns.py); None: the host's.
         self.net = netns.make() if sandbox is not None and (cpu or world == 1) else None
-        # A user of its own (harness/users.py): what the kernel counts per user is then the group's.
+        # A user of its own (harness/isolation/users.py): what the kernel counts per user is then the group's.
         made = getattr(run, "users", None) if sandbox is not None else None
         self.uid = made.take() if made is not None else None
         user = None if self.uid is None else (self.uid, users.device_groups(list(DEVICES) + nodes))
@@ -210,8 +210,8 @@ class Group(Pipes, Caps):
             raise GroupFailed("tampering", f"processes left running {when}: {sorted(stray)}")
 
     def _hold(self, when):
-        """Lock the ranks' CUDA until the next call (harness/hold.py; not where the profiler may run: CUPTI), then
-        count what the group keeps of the GPUs' memory, which it cannot grow until it is let go."""
+        """Lock the ranks' CUDA until the next call (harness/isolation/cuda_lock.py; not where the profiler may run:
+        CUPTI), then count what the group keeps of the GPUs' memory, which it cannot grow until it is let go."""
         hold = None if self.profiling else getattr(self.run, "hold", None)
         _failed(hold and hold.hold([p.pid for p in self.procs]), f" {when}")
         self._gpu_memory(when)
@@ -234,7 +234,7 @@ class Group(Pipes, Caps):
         self._quiet()
         self.buffers.drop_cache()       # while the ranks' CUDA is still held
         # Lent weights changed while the group waited, held and frozen, are another process's doing (another
-        # group's rank can open them with a forged IPC handle, harness/buffers.py): put back, not blamed on it.
+        # group's rank can open them with a forged IPC handle, harness/judge/buffers.py): put back, not blamed on it.
         for r in range(self.world):
             self.buffers.weights_modified(r)
         self._release()

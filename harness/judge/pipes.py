@@ -1,5 +1,5 @@
-"""The judge's end of a group's pipes (a mixin of harness/group.py's Group): its commands written with a deadline,
-the ranks' lines read, each checked as it comes (harness/protocol.py), and what a rank's death or silence means.
+"""The judge's end of a group's pipes (a mixin of harness/judge/group.py's Group): its commands written with a deadline,
+the ranks' lines read, each checked as it comes (harness/judge/protocol.py), and what a rank's death or silence means.
 
 The host class provides: `world`, `procs` (the ranks' Popen objects), `cmds` (command pipes' write ends, non-blocking),
 `fds` (result pipes' read ends), `bufs` (fd: unread bytes), `_arrived` (the clock at the last read), `_limit` (the

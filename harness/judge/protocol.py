@@ -1,6 +1,6 @@
-"""What the judge accepts from a rank's lines (harness/rank.py writes them; the solution can write any): their size,
-their form, the statuses a rank may give itself, and the type and range of every field the judge uses. Everything
-in them is plain text (report.plain) from here on."""
+"""What the judge accepts from a rank's lines (harness/rank/worker.py writes them; the solution can write any): their
+size, their form, the statuses a rank may give itself, and the type and range of every field the judge uses. Everything
+in them is plain text (console.plain) from here on."""
 import json
 
 from harness.report.console import plain
@@ -12,7 +12,7 @@ MAX_DONE = 256             # `done {"call": N, "nonce": "..."}`: about 50
 # then fails).
 RANK_FAILURES = ("runtime error", "load error", "tampering", "incorrect", "harness error")
 REPORTED = ("tampering", "incorrect")      # what a rank's report may find after a call (guards, census, out)
-# What a rank's `ready` may hold, by type (harness/rank.py).
+# What a rank's `ready` may hold, by type (harness/rank/worker.py).
 READY = {"rank": int, "isolation": dict, "ipc_namespace": bool, "net_namespace": bool, "seccomp": (str, type(None)), "uid": int,
          "device": str, "torch": str, "gpu": str, "cudnn": (int, type(None)), "nccl": str, "triton": (str, type(None)),
          "prepare_s": (int, float)}
@@ -95,7 +95,7 @@ class DeepLine(ValueError):
 
 
 def _plain(value, depth=0):
-    """A rank's message with every string in it plain (report.plain): what the judge prints and records of it.
+    """A rank's message with every string in it plain (console.plain): what the judge prints and records of it.
     Nested deeper than MAX_DEPTH (the rank's own lines go three deep) it is malformed: the judge's later walks of
     it (printing, JSON) recurse too."""
     if depth > MAX_DEPTH:

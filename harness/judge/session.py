@@ -43,8 +43,8 @@ class Session:
         self.scratch = os.path.join(self.folder, "scratch")
         os.makedirs(self.logs, mode=0o700)
         os.makedirs(self.scratch)
-        # Ranks under users of their own (harness/users.py) reach their scratch through these two: access(), with
-        # which compilers choose their temporary folder (gcc aborts where it finds none), ignores capabilities.
+        # Ranks under users of their own (harness/isolation/users.py) reach their scratch through these two: access(),
+        # with which compilers choose their temporary folder (gcc aborts where it finds none), ignores capabilities.
         for folder in (self.folder, self.scratch):
             os.chmod(folder, 0o711)
         # What a rank imports of the repository, copied: the repository itself stays out of its reach.
@@ -59,7 +59,7 @@ class Session:
         self.minors = {} if cpu else hardware.minors()
         procs.become_subreaper()
         self.started_with = procs.descendants()
-        # Between its calls a group's GPU work is held (harness/hold.py), with or without the sandbox.
+        # Between its calls a group's GPU work is held (harness/isolation/cuda_lock.py), with or without the sandbox.
         self.hold = None if cpu else CudaLock()
         if self.hold is not None:
             self.hold.start()
@@ -91,7 +91,7 @@ class Session:
             self.lock = None
 
     def reserve_for_judge(self, fresh, max_frames, groups):
-        """Measure the judge's own GPU work (inputs.Fresh.need) before any group starts, and cap each group's GPU
+        """Measure the judge's own GPU work (fresh.Fresh.need) before any group starts, and cap each group's GPU
         memory at what is left, shared by `groups` groups alive at once; the isolation line says the cap and why."""
         if self.gpumem is None or self.gpumem.why_not is not None:
             return

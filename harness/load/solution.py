@@ -16,7 +16,7 @@ reachable by relative import (`from . import kernels`); the repository root is i
     cuda_cflags: [-O3, --use_fast_math]
 
 A solution's folder holds regular files and folders only (no links, FIFOs, sockets or devices), within the caps of
-harness/tree.py. Builds are cached per content (every file and folder of the solution's, hidden ones included, by
+harness/load/tree.py. Builds are cached per content (every file and folder of the solution's, hidden ones included, by
 path and bytes: a build reads what its sources include, whatever its name) and machine (torch, CUDA and the GPU's
 compute capability) under $WAN_BUILD_DIR (default ~/.cache/wan-vae-decode/build). bench.py builds once in a child
 process with a time limit before any rank starts, so a build failure is reported once for every rank and no rank

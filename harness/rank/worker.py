@@ -1,9 +1,9 @@
-"""One rank of a solution: `python -m harness.rank CMD_FD RESULT_FD`, started by the judge (harness/group.py).
+"""One rank of a solution: `python -m harness.rank CMD_FD RESULT_FD`, started by the judge (harness/judge/group.py).
 
 Before the solution is imported, with nothing of it loaded: read the judge's setup, join the process group, map
 the judge's tensors (weights, latents, out), make the views of every clip length, lock the process down
-(harness/sandbox.py), snapshot the functions of torch, time and builtins. Then import the solution, call prepare,
-and serve the judge's commands, one line each:
+(harness/isolation/landlock.py), snapshot the functions of torch, time and builtins. Then import the solution, call
+prepare, and serve the judge's commands, one line each:
 
     go CALL T NONCE       run(z, weights, rank, world, pg, out) on the T-frame views, synchronise every device
                           this process touched, write `done` (with CALL and NONCE); then `report` (diagnostics)
@@ -67,10 +67,10 @@ class Rank:
         info = {"rank": s["rank"], "isolation": {"isolation": "none"}}
         whole = s["device"] == "cpu" or s["world"] == 1
         if s["sandbox"]:
-            # harness/ipc.py, harness/syscalls.py, harness/users.py. A user of the group's own where the judge made one,
-            # every capability gone but CAP_DAC_READ_SEARCH (NCCL runs without any for ordinary users);
-            # the IPC namespace and the filter's metadata part where checked (the CPU; GPUs at world 1, with CUDA,
-            # CUDA IPC and the profiler), not yet against NCCL between GPUs (the README's known limits).
+            # harness/isolation/ipc.py, harness/isolation/seccomp.py, harness/isolation/users.py. A user of the group's
+            # own where the judge made one, every capability gone but CAP_DAC_READ_SEARCH (NCCL runs without any for
+            # ordinary users); the IPC namespace and the filter's metadata part where checked (the CPU; GPUs at world 1,
+            # with CUDA, CUDA IPC and the profiler), not yet against NCCL between GPUs (the README's known limits).
             try:
                 info.update(seccomp.confine(net=s.get("netns_fd"), whole=whole, user=s.get("user")))
             except OSError as e:

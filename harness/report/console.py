@@ -10,7 +10,6 @@ import subprocess
 import sys
 
 import spec
-from harness.judge import checks
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -154,6 +153,8 @@ def line(name, rec, many, width=None):
 def report(console, solutions, results, geometry, cpu):
     from rich.table import Table
     from rich.text import Text
+
+    from harness.judge import checks     # here: the judge imports report/, not the reverse
     out = {"geometry": geometry.name, "device": "cpu" if cpu else "cuda"}
     per = {}
     for s in solutions:

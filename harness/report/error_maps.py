@@ -19,7 +19,6 @@ import textwrap
 import numpy as np
 
 import spec
-from harness.judge import checks
 from harness.report import plot
 
 # Where errors concentrate: the shortest run of rows (columns) that holds EXCESS of the error above the floor (the
@@ -67,6 +66,8 @@ class ErrorMap:
 def measure(out, ref, device, allow, world, geometry):
     """The ErrorMap of a video [1, 3, F, H, W] against its reference (frames past the reference's are left out)."""
     import torch
+
+    from harness.judge import checks     # here: the judge imports report/, not the reverse
     frames, height, width = min(out.shape[2], ref.shape[2]), out.shape[3], out.shape[4]
     frame_max = torch.zeros(frames)
     # Squares in float64: a bf16 video can hold values near 3.4e38, whose squares overflow float32 (an inf row).

@@ -2,9 +2,9 @@
 pictures beside it (no server, no network; it reads offline in any browser).
 
 A bench page: the verdict per solution, the per-workload table with statuses, the A/B verdicts when several
-solutions ran, the error maps (harness/maps.py, drawn during the run into DIR/maps), the roofline per solution
-(bounds.plot: counted and executed FLOPs), the per-scope chart of each profiled call (profile.bar_chart), then the
-environment and provenance. A gate page: the verdict, every check with its status, the error maps, the environment.
+solutions ran, the error maps (harness/report/error_maps.py, drawn during the run into DIR/maps), the roofline per
+solution (bounds.plot: counted and executed FLOPs), the per-scope chart of each profiled call (profile.bar_chart), then
+the environment and provenance. A gate page: the verdict, every check with its status, the error maps, the environment.
 Everything shown comes from the run's JSON record (the same dict bench and ci write with --json). A few lines of
 inline script, run after load, mark a picture that did not load and count the pictures and tables into the body's
 data attributes (`data-pictures`, `data-broken`, `data-tables`); the page reads the same without them."""
@@ -114,7 +114,7 @@ def error_maps(folder, items):
 
 
 def environment(env, method=None):
-    """The environment and provenance section of a run's `environment` record (harness/report.py)."""
+    """The environment and provenance section of a run's `environment` record (harness/report/console.py)."""
     if not env:
         return ""
     simple = [(k, ", ".join(map(str, v)) if isinstance(v, list) else v) for k, v in env.items()

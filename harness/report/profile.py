@@ -52,7 +52,8 @@ def summarise(path, gpu, cap=PARSE_CAP, cpu_s=CPU_CAP, output=OUTPUT_CAP):
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
         resource.setrlimit(resource.RLIMIT_FSIZE, (output, output))
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    code = ("import json, signal, sys\nsignal.signal(signal.SIGXFSZ, signal.SIG_DFL)\nfrom harness.report import profile\n"
+    code = ("import json, signal, sys\nsignal.signal(signal.SIGXFSZ, signal.SIG_DFL)\n"
+            "from harness.report import profile\n"
             "e = profile.read_trace(sys.argv[1])\n"
             "json.dump([profile.scope_table(e), profile.overlap(e) if sys.argv[2] == '1' else None], sys.stdout, "
             "allow_nan=False)")   # a duration of 1e999 in the trace: no figure the JSON cannot hold

@@ -1,5 +1,5 @@
 """The precision census's time on the full geometry: the baseline's prepare() on random bf16 weights, then
-harness.census.narrow over what it returned, twice (run from the repository's root).
+harness.rank.census.narrow over what it returned, twice (run from the repository's root).
 
     python results/h200/judge/census_time.py
 """

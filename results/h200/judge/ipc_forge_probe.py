@@ -2,7 +2,7 @@
 never exported included? ipc_handle_probe.py showed that a handle names its exporter by pid (word 2) and that the
 driver opened a handle with another process's pid put in; words 10 and 13 differed between one process's buffers.
 Here process 0 allocates four buffers (values 1, 2, 3, 4), exports only the first, then frees the third (torch
-keeps its memory); a process under a user of its own (harness/users.py) tries the exported handle with word 13
+keeps its memory); a process under a user of its own (harness/isolation/users.py) tries the exported handle with word 13
 replaced by every number near it (word 10, varied first, changed nothing: every value opened the exported buffer),
 and says which open and what they hold."""
 import os

@@ -1,7 +1,7 @@
 """What a CUDA IPC memory handle holds: could a rank of one group name another group's buffer without being given
 its handle? Two processes each allocate three buffers (as the judge lends them: each alone in its allocation) and
-print their handles; a third process, under a user of its own (harness/users.py), opens one of the first's handles
-as given, then the second's with the first's pid in place of its own."""
+print their handles; a third process, under a user of its own (harness/isolation/users.py), opens one of the first's
+handles as given, then the second's with the first's pid in place of its own."""
 import os
 import subprocess
 import sys

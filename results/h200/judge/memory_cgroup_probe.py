@@ -1,6 +1,6 @@
-"""Does a group's memory cgroup (harness/jail.py) count what CUDA holds in host memory? A child in a jail capped at
-CAP GiB makes its CUDA context, then pins host memory (torch's pinned allocator: cudaHostAlloc) and pageable memory,
-and reports the cgroup's usage after each step; then it pins more than the cap. Run as root on a GPU machine."""
+"""Does a group's memory cgroup (harness/isolation/cgroup.py) count what CUDA holds in host memory? A child in a jail
+capped at CAP GiB makes its CUDA context, then pins host memory (torch's pinned allocator: cudaHostAlloc) and pageable
+memory, and reports the cgroup's usage after each step; then it pins more than the cap. Run as root on a GPU machine."""
 import os
 import subprocess
 import sys

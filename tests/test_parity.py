@@ -71,8 +71,9 @@ def scripted_run(monkeypatch, script, stored_at, warmup=0, reps=2):
     args = SimpleNamespace(warmup=warmup, min_reps=reps, max_reps=reps, time_cap=1e9, timeout_scale=1.0, maps=False,
                            report=None, gpu_name=None, profile=None, gpu_key=None)
     sol = {"name": "s", "desc": None}
-    r = bench_plan.BenchPlan(args, [sol], spec.TINY, True, None, None, SimpleNamespace(start=lambda w: None,
-                                                                                     stop=lambda: None))
+    run = SimpleNamespace(buffers_for=lambda slot, world, frames: None)     # the judge's buffers: none needed here
+    r = bench_plan.BenchPlan(args, [sol], spec.TINY, True, None, run, SimpleNamespace(start=lambda w: None,
+                                                                                    stop=lambda: None))
     r.group = lambda sol, world, frames: r.groups.setdefault((sol["name"], world), object())
     progress = SimpleNamespace(add_task=lambda *a, **k: 0, advance=lambda t: None, remove_task=lambda t: None)
     workload = next(w for w, e in spec.WORKLOADS.items() if e.timed and e.world == 1)

@@ -13,12 +13,12 @@ a construct honest decoders use (a mutable default argument, a module-level cach
 checks already stand behind (fresh latents checked in full on every timed call, threads and processes left running,
 the precision census); the gate shows it, with what a reviewer should look at, and passes.
 
-What is read, and how (one module of harness/ each; the rules themselves are one table, harness/rules.py):
-- Python (`.py`) by its syntax tree (harness/python_rules.py, names through harness/names.py and context.py): names are resolved
-  through the file's imports and simple aliases (`t = torch`, `T = type(x)`) to dotted names (`torch.load`), which
-  the rules' `names` map to rules; bare builtins (`open`, `eval`) count unless a function binds the name locally.
-  Imports between the solution's own modules are followed (`helper.torch.load` is `torch.load`), and so are
-  re-exports (`spec.os`, `torch.os`, `x.torch.load`); a module used as a value (an argument, an attribute, a
+What is read, and how (one module of harness/ each; the rules themselves are one table, harness/audit/rules.py):
+- Python (`.py`) by its syntax tree (harness/audit/python_rules.py, names through harness/audit/names.py and
+  context.py): names are resolved through the file's imports and simple aliases (`t = torch`, `T = type(x)`) to dotted
+  names (`torch.load`), which the rules' `names` map to rules; bare builtins (`open`, `eval`) count unless a function
+  binds the name locally. Imports between the solution's own modules are followed (`helper.torch.load` is `torch.load`),
+  and so are re-exports (`spec.os`, `torch.os`, `x.torch.load`); a module used as a value (an argument, an attribute, a
   `match` subject), a submodule reached by attribute (`torch.nn.functional`) too, is itself a finding, since the
   audit cannot follow it, and so is a `match` class or mapping pattern, which reads attributes or items by name. spec.py's and reference.py's functions that touch files or the environment
   (`spec.load_reference`) are banned through them: the audit reads those modules with the same rules. Stores into
@@ -27,11 +27,11 @@ What is read, and how (one module of harness/ each; the rules themselves are one
   to a narrow range) are narrow numerics; format strings with attribute fields are reflection. Comments never reach
   the tree, docstrings and bare string statements are skipped; other string constants are scanned for narrow
   formats and, when they look like C/C++ or PTX source (`;`, `{`, `#include`), by the C++ rules too.
-- C/C++/CUDA sources and headers by text (harness/cpp.py): line splices joined, `//` and `/* */` comments blanked
+- C/C++/CUDA sources and headers by text (harness/audit/cpp.py): line splices joined, `//` and `/* */` comments blanked
   (string literals kept, so PTX inside `asm("...")` is read), tokens as C++ lexes them (identifiers,
   numbers with their separators, header names), read without trigraphs (C++17, as the build reads every source; a
   flag choosing an older standard is refused) and with them, and again with adjacent string literals joined (`"op" "en"`); where a compiler is there, a file
-  on which it reads code that the audit took for a comment is a finding (`-fpreprocessed`, harness/cpp.py
+  on which it reads code that the audit took for a comment is a finding (`-fpreprocessed`, harness/audit/cpp.py
   compiler_disagrees); then regexes (a banned function called, or named as a value, an address, a using-declaration
   or a macro; an asm label); the task's own `spec.RULES["file-io"]`
   among them ("include" on `#include` names, "text" on the code); then Python's numerics read from calls' arguments
@@ -41,7 +41,7 @@ What is read, and how (one module of harness/ each; the rules themselves are one
 - `solution.yml` (the top-level one, as the loader reads it): the C++ rules over its text (a `-DX=fopen` macro),
   `sources` and flags that reach outside the solution or are no plain token (the build hands them to a shell).
   Every other file in the solution directory must be a source, documentation, or bytecode identical to its
-  source's (harness/files.py).
+  source's (harness/audit/files.py).
 
 Allowances: a reviewed note is silenced by a comment on its line, `# audit: allow RULE[, RULE] -- reason` (or
 `// ...` in C++); the reason is required, every allowance used is listed, one that silences nothing is a warning,
@@ -55,10 +55,10 @@ import json
 import os
 import sys
 
-from harness import cpp, files, python_rules
-from harness.files import UsageError
-from harness.findings import Finding
-from harness.rules import CPP_RULES, FAILS, LOOK, RULES
+from harness.audit import cpp, files, python_rules
+from harness.audit.files import UsageError
+from harness.audit.findings import Finding
+from harness.audit.rules import CPP_RULES, FAILS, LOOK, RULES
 
 __all__ = ["audit", "Report", "Finding", "UsageError", "RULES", "CPP_RULES", "FAILS", "LOOK", "format_report",
            "format_rules", "passed", "main"]

@@ -1,13 +1,13 @@
 """Check and time solutions on the task's workloads: `python bench.py SOLUTION [SOLUTION ...]`.
 
 Who runs what. This process is the judge: it never imports a solution. Per solution and world it starts one
-process per rank (harness/rank.py; torchrun's environment, env:// rendezvous, NCCL on GPUs with rank r on GPU r,
+process per rank (harness/rank/worker.py; torchrun's environment, env:// rendezvous, NCCL on GPUs with rank r on GPU r,
 gloo on the CPU). A rank maps the judge's tensors (weights, latents, out), locks itself down (Landlock: it reads
 the interpreter, site-packages, the solution, spec.py and reference.py, and writes only its own scratch folder,
 deleted after the run), then imports the solution and calls `prepare` once (untimed). From then on everything in
 that process is the solution's: the judge trusts no line of it except the fact that `done` arrived.
 
-Timing (per call; the method, in harness/group.py):
+Timing (per call; the method, in harness/judge/group.py):
   1. Before the clock: the latents staged on every rank's device (a timed call's are fresh: a secret seed), `out`
      poisoned with NaN, the pipes quiet.
   2. The judge's clock (CLOCK_MONOTONIC_RAW) starts; it copies the latents into the ranks' buffers and writes `go`.
@@ -28,8 +28,9 @@ warm calls on unseen latents beyond noise, after a second look (two more unseen 
 warm unseen call was timed; the call's time not below the roofline (bounds.impossible). The ranks also report
 threads left running and replaced functions of torch, time and builtins, and a precision census of what prepare
 returned (a second line: it can only fail a call). From the end of its start or call to its next call a group is
-parked: on GPUs its ranks' CUDA held by the driver's lock (harness/hold.py), so GPU work they queued ran before any
-other call, then every process of it frozen (its cgroup, or SIGSTOP); a process beside the ranks then fails it.
+parked: on GPUs its ranks' CUDA held by the driver's lock (harness/isolation/cuda_lock.py), so GPU work they queued ran
+before any other call, then every process of it frozen (its cgroup, or SIGSTOP); a process beside the ranks then fails
+it.
 
 Memory: each rank's torch.cuda.max_memory_allocated, reset before every call, plus the call's latents and (rank 0)
 out, which the judge lends. A workload's peak is the largest over its calls, warm-up included.
@@ -38,11 +39,11 @@ Profiling (--profile DIR): after a workload's calls, one more call (checked, not
 torch.profiler with reference's named scopes on; each rank's Chrome trace is copied to DIR and the per-scope table
 printed. `bench.py --scopes TRACE ...` prints the table of saved traces.
 
-Error maps (harness/maps.py): a call whose video fails the check (every call with --maps) is mapped from the judge's
-copy of out: where the errors are (the worst frame, rows named after the band seams of spec.bands, columns), in the
-console's `where:` line and the JSON's `error_map`, and drawn as a PNG (matplotlib, the plot extra; without it the
-console says so) into error-maps/<UTC time>-<pid>/ under the working directory, made when the first is drawn. With
---report DIR they go into DIR/maps, and DIR/index.html is written (harness/html.py: statuses, A/B verdicts, error
+Error maps (harness/report/error_maps.py): a call whose video fails the check (every call with --maps) is mapped from
+the judge's copy of out: where the errors are (the worst frame, rows named after the band seams of spec.bands, columns),
+in the console's `where:` line and the JSON's `error_map`, and drawn as a PNG (matplotlib, the plot extra; without it
+the console says so) into error-maps/<UTC time>-<pid>/ under the working directory, made when the first is drawn. With
+--report DIR they go into DIR/maps, and DIR/index.html is written (harness/report/html.py: statuses, A/B verdicts, error
 maps, rooflines, scope charts, the environment), a static page.
 
 Under torchrun (`torchrun --nproc-per-node N bench.py ...`) rank 0 runs the whole bench as above, on the GPUs it
@@ -58,8 +59,10 @@ import os
 import sys
 
 import spec
-from harness import checks, hardware, html, plot, procs, profile, report
-from harness.checks import STATUSES  # noqa: F401 (bench.STATUSES)
+from harness.isolation import procs
+from harness.judge import checks, hardware
+from harness.judge.checks import STATUSES  # noqa: F401 (bench.STATUSES)
+from harness.report import console as console_module, html, plot, profile
 
 
 def parse_args(argv):
@@ -120,26 +123,25 @@ def describe(args, console, rank0):
     described carries its `load_error`, and the others still run."""
     import loader
     from rich.text import Text
-    from harness.run import excluded
+    from harness.judge.session import excluded
     solutions = []
     for path in args.solutions:
         try:
             d = loader.describe(path)
         except loader.SolutionError as e:       # that solution's failure: the others still run
-            console.print(Text(report.quote(e, console.width), style="red"), soft_wrap=True)
+            console.print(Text(console_module.quote(e, console.width), style="red"), soft_wrap=True)
             solutions.append({"name": _unique(loader.plain_name(path), solutions), "path": os.path.abspath(path),
                               "hash": None,
-                              "build_error": None, "load_error": report.plain(str(e)), "desc": None})
+                              "build_error": None, "load_error": console_module.plain(str(e)), "desc": None})
             continue
         sol = {"name": d.name, "path": d.path, "hash": d.content_hash, "build_error": None, "desc": d}
         if d.manifest.get("sources") and rank0:
             console.print(f"building {d.name} ...")
             err = loader.build_in_child(d.path, timeout=1200, exclude=excluded(not args.no_isolation))
-            sol["build_error"] = report.plain(err) if err else None
+            sol["build_error"] = console_module.plain(err) if err else None
             if sol["build_error"]:
-                console.print(Text(report.quote(f"{d.name}: build error: {sol['build_error']}", console.width),
-                                   style="red"),
-                              soft_wrap=True)
+                said = f"{d.name}: build error: {sol['build_error']}"
+                console.print(Text(console_module.quote(said, console.width), style="red"), soft_wrap=True)
         sol["name"] = _unique(sol["name"], solutions)
         solutions.append(sol)
     return solutions
@@ -169,7 +171,7 @@ def main(argv=None):
         dist.destroy_process_group()
         return 0
     try:
-        return bench(args, report.console())
+        return bench(args, console_module.console())
     finally:
         if dist is not None:
             dist.barrier()
@@ -179,8 +181,8 @@ def main(argv=None):
 def bench(args, console):
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.text import Text
-    from harness.runner import Runner
-    from harness.run import Run
+    from harness.judge.bench_plan import BenchPlan
+    from harness.judge.session import Session
     gpus, gpu_name = (0, None) if args.tiny else hardware.detect_gpus()
     cpu = args.tiny or gpus == 0
     if cpu and not args.tiny:
@@ -210,11 +212,11 @@ def bench(args, console):
     order = sorted(workloads, key=lambda w: (spec.WORKLOADS[w].world, not spec.WORKLOADS[w].timed,
                                              list(spec.WORKLOADS).index(w)))
     frames = {spec.WORKLOADS[w].latent_frames for w in order}
-    run = Run(geometry, cpu, isolation=not args.no_isolation)
+    run = Session(geometry, cpu, isolation=not args.no_isolation)
     runner = None
     try:
         sampler = hardware.ClockSampler(0 if cpu else gpus)
-        runner = Runner(args, solutions, geometry, cpu, console, run, sampler)
+        runner = BenchPlan(args, solutions, geometry, cpu, console, run, sampler)
         runner.reserve(frames)
         label = f"{geometry.name} geometry on the {'CPU (gloo)' if cpu else f'GPU ({gpus} x {gpu_name})'}"
         console.print(Text.assemble(("bench", "bold"), f" {', '.join(s['name'] for s in solutions)}: "
@@ -225,7 +227,7 @@ def bench(args, console):
             for i, w in enumerate(order):
                 for name, rec in runner.run_workload(w, frames, progress).items():
                     results[name][w] = rec
-                    console.print(report.line(name, rec, len(solutions) > 1, console.width), soft_wrap=True)
+                    console.print(console_module.line(name, rec, len(solutions) > 1, console.width), soft_wrap=True)
                 progress.advance(overall)
                 # Groups are per world: close them once the last workload of their world is done.
                 if i + 1 == len(order) or spec.WORKLOADS[order[i + 1]].world != spec.WORKLOADS[w].world:
@@ -242,8 +244,9 @@ def bench(args, console):
                                                                  f"{gpus} visible"}
     for s in solutions:
         s.pop("desc", None)
-    out = {"schema_version": report.SCHEMA_VERSION, **report.report(console, solutions, results, geometry, cpu)}
-    out["environment"] = report.environment(gpus, cpu, runner.info, solutions, geometry, run.isolation)
+    out = {"schema_version": console_module.SCHEMA_VERSION,
+           **console_module.report(console, solutions, results, geometry, cpu)}
+    out["environment"] = console_module.environment(gpus, cpu, runner.info, solutions, geometry, run.isolation)
     out["statuses"] = checks.STATUSES
     out["method"] = {"warmup": args.warmup, "min_reps": args.min_reps, "max_reps": args.max_reps,
                      "time_cap_s": args.time_cap, "stop": "se(median) <= 0.5% of the median",

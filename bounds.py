@@ -19,9 +19,9 @@ import os
 import sys
 
 import spec
-from harness import hardware
-from harness import plot as plot_module
-from harness.hardware import GPUS, gpu_key  # noqa: F401 (bounds.GPUS, bounds.gpu_key)
+from harness.judge import hardware
+from harness.judge.hardware import GPUS, gpu_key  # noqa: F401 (bounds.GPUS, bounds.gpu_key)
+from harness.report import plot as plot_module
 
 LEVELS = {1: "latent (44 x 78)", 2: "2x (88 x 156)", 4: "4x (176 x 312)", 8: "8x (352 x 624)"}
 
@@ -295,7 +295,7 @@ def main(argv=None):
     p.add_argument("--plot", help="write a roofline PNG here (needs matplotlib)")
     p.add_argument("--tiny", action="store_true", help="the tiny geometry's figures")
     args = p.parse_args(argv)
-    from harness.report import console as plain_console
+    from harness.report.console import console as plain_console
     console = plain_console(width=140)
     geometry = spec.TINY if args.tiny else spec.FULL
     gpu = args.gpu

@@ -16,9 +16,9 @@ What it checks, beyond bench.py's per-call checks (the same rank processes, judg
   every call: the gate computes their fp32 decode and the release bf16 decode itself, and the allowance from them.
 - Every call's time against the roofline (bounds.bound_of): faster than the hardware allows is impossible.
 
-A failing check's error map (harness/maps.py; every check's with --maps) says where its video is wrong, and its PNG
-goes into error-maps/<UTC time>-<pid>/ under the working directory (DIR/maps with --report DIR); --report DIR writes
-the checks, their maps and the environment as DIR/index.html.
+A failing check's error map (harness/report/error_maps.py; every check's with --maps) says where its video is wrong, and
+its PNG goes into error-maps/<UTC time>-<pid>/ under the working directory (DIR/maps with --report DIR); --report DIR
+writes the checks, their maps and the environment as DIR/index.html.
 """
 import argparse
 import json
@@ -29,7 +29,8 @@ import xml.etree.ElementTree as ET
 
 import loader
 import spec
-from harness import html, procs, report
+from harness.isolation import procs
+from harness.report import console as console_module, html
 
 EXIT = {"passed": 0, "wrong": 1, "runtime": 2, "audit": 3, "harness": 4, "isolation": 5, "partial": 6}
 KIND = {"passed": "passed", "incorrect": "wrong", "input modified": "wrong", "tampering": "wrong",
@@ -47,19 +48,19 @@ def exit_code(checks):
 
 
 def junit(checks, path, suite, review=()):
-    """The checks as JUnit XML, the review notes as the audit case's output; every text plain (report.plain: what XML
+    """The checks as JUnit XML, the review notes as the audit case's output; every text plain (console.plain: what XML
     cannot hold, and terminal controls)."""
-    suite = report.plain(suite)
+    suite = console_module.plain(suite)
     root = ET.Element("testsuite", name=suite, tests=str(len(checks)),
                       failures=str(sum(c["status"] != "passed" for c in checks)))
     for c in checks:
-        case = ET.SubElement(root, "testcase", classname=suite, name=report.plain(c["name"]),
+        case = ET.SubElement(root, "testcase", classname=suite, name=console_module.plain(c["name"]),
                              time=f"{c.get('seconds') or 0:.6f}")
         if c["status"] != "passed":
-            ET.SubElement(case, "failure", type=report.plain(c["status"]),
-                          message=report.plain((c["reason"] or "")[:2000]))
+            ET.SubElement(case, "failure", type=console_module.plain(c["status"]),
+                          message=console_module.plain((c["reason"] or "")[:2000]))
         if c["name"] == "audit" and review:
-            ET.SubElement(case, "system-out").text = report.plain("\n".join(note_lines(review)))
+            ET.SubElement(case, "system-out").text = console_module.plain("\n".join(note_lines(review)))
     ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
 
 
@@ -94,12 +95,12 @@ def main(argv=None):
     args = parse_args(argv)
     procs.mark_judge()      # before the data maker starts its workers
     from rich.text import Text
-    from harness import plot
-    from harness.gate import Gate
+    from harness.judge.gate_plan import Gate
+    from harness.report import plot
     if args.report and not plot.available():
         print(f"--report {plot.MISSING}", file=sys.stderr)
         return EXIT["harness"]
-    console = report.console()
+    console = console_module.console()
     started, checks, gate, asked = time.monotonic(), [], None, []
 
     def add(name, status, reason=None, seconds=None, **extra):
@@ -108,16 +109,17 @@ def main(argv=None):
         word = {"passed": "PASS", "skipped": "SKIP"}.get(status, "FAIL")
         said = f" {name}" + (f": {status}: {reason}" if status != "passed" else "") \
             + (f" ({seconds:.3f} s)" if seconds is not None else "")
-        console.print(Text.assemble((word, colour), report.quote(said, console.width, len(word))), soft_wrap=True)
+        console.print(Text.assemble((word, colour), console_module.quote(said, console.width, len(word))),
+                      soft_wrap=True)
         for a in extra.get("allowed") or []:      # the solution's own waivers: shown, never silent
             waiver = "     allowed by the solution: "
-            console.print(Text.assemble((waiver, "yellow"), report.quote(a, console.width, len(waiver))),
+            console.print(Text.assemble((waiver, "yellow"), console_module.quote(a, console.width, len(waiver))),
                           soft_wrap=True)
         if name == "audit" and gate is not None:
             lead = "     review note: "
             for n in gate.review:      # the solution's names in its text: quoted, as its waivers are
                 note = f"{n['file']}:{n['line']}: {n['rule']}: {n['reason']}; look at: {n['look']}"
-                console.print(Text.assemble((lead, "yellow"), report.quote(note, console.width, len(lead))),
+                console.print(Text.assemble((lead, "yellow"), console_module.quote(note, console.width, len(lead))),
                               soft_wrap=True)
         if status != "passed" and extra.get("error_map"):
             console.print(f"     where: {extra['error_map']['words']}")
@@ -152,13 +154,14 @@ def main(argv=None):
     console.print(Text.assemble((f"ci {loader.plain_name(args.solution)}: {verdict}", "bold"),
                                 f", exit {code}, isolation: {isolation}, {time.monotonic() - started:.0f} s"),
                   soft_wrap=True)
-    record = {"schema_version": report.SCHEMA_VERSION, "solution": args.solution, "exit_code": code, "passed": code == 0, "partial": code == 6,
+    record = {"schema_version": console_module.SCHEMA_VERSION, "solution": args.solution, "exit_code": code,
+              "passed": code == 0, "partial": code == 6,
               "verdict": verdict, "workloads": asked, "not_asked": left, "isolation": isolation, "checks": checks,
               "geometry": gate.geometry.name if gate else None, "review": gate.review if gate else [],
               "strict": args.strict}
     if gate is not None and gate.solution is not None:
-        record["environment"] = report.environment(gate.gpus, gate.cpu, gate.info, [gate.solution], gate.geometry,
-                                                   isolation)
+        record["environment"] = console_module.environment(gate.gpus, gate.cpu, gate.info, [gate.solution],
+                                                           gate.geometry, isolation)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(record, f, indent=1, default=str)

@@ -1,4 +1,4 @@
-"""audit.py (and harness/rules, names, python_rules, cpp, files behind it): every rule fires on a small cheat and
+"""audit.py (and harness/audit/rules, names, python_rules, cpp, files behind it): every rule fires on a small cheat and
 stays quiet on its legitimate near-miss; the adversarial review's cases with a phrase of their reasons; allowances;
 the report, JSON and exit codes. Solutions are written into tmp_path; nothing is imported or run."""
 import json
@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 import audit
-from harness import files, rules
+from harness.audit import files, rules
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = "def run(z, weights, rank, world, pg, out):\n    pass\n"
@@ -210,7 +210,7 @@ PY_FIRES = [
     ("harness-import", "import ci"),
     ("harness-import", "import bounds"),
     ("harness-import", "from data import make"),
-    ("harness-import", "from harness import checks"),
+    ("harness-import", "from harness.judge import checks"),
     # interpreter internals
     ("introspection", "import gc\ngc.get_objects()"),
     ("introspection", "import inspect"),
@@ -568,7 +568,7 @@ def test_the_compiler_reads_no_code_that_the_audit_reads_as_a_comment(monkeypatc
     """compiler_disagrees asks the compiler to strip the comments and fails a file where the compiler reads code on
     a line that the audit blanked; code the audit reads and the compiler does not (a `//` comment continued by a
     splice) is no disagreement."""
-    from harness import cpp
+    from harness.audit import cpp
     honest = ('#pragma once\n#include "kern.h"  // local\n/* block\n   comment */\nint big = 1\'000\'000;\n'
               'char c = \'\\\'\', d = \'"\'; const char* s = "a \\" // b /* c";\nauto r = R"x(raw "/* y */" )x";\n'
               'wchar_t w = L\'x\'; auto z = u8"z"; int a; // note \\\nint continued;\n')
@@ -653,7 +653,7 @@ def test_every_spelling_of_an_include_is_followed(tmp_path, spelling):
 
 
 def test_digraphs_and_trigraphs_keep_literals_and_lines():
-    from harness import cpp
+    from harness.audit import cpp
     code, line_of, _ = cpp.strip_cpp('auto s = "%:<%";\r\nint a<:2:> = <%1, 2%>;\rstd::vector<::std::string> v;\n')
     assert code.splitlines() == ['auto s = "%:<%";', "int a[ 2 ] = { 1, 2 };", "std::vector<::std::string> v;"]
     assert [line_of[code.index(w)] for w in ("auto", "int", "std")] == [1, 2, 3]

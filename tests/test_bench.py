@@ -138,7 +138,7 @@ def test_one_solution_twice_runs_as_two(tiny_data, tmp_path):
 
 
 def test_compare_times_knows_the_noise():
-    from harness import checks
+    from harness.judge import checks
     a = {"median_s": 1.0, "se_median_s": 0.002}
     assert checks.compare_times(a, {"median_s": 1.003, "se_median_s": 0.002})[1] == "same within noise"
     assert checks.compare_times(a, {"median_s": 1.2, "se_median_s": 0.002})[1] == "faster"
@@ -147,7 +147,7 @@ def test_compare_times_knows_the_noise():
 
 
 def test_stats_and_objective():
-    from harness import checks
+    from harness.judge import checks
     s = checks.stats([3.0, 1.0, 2.0, 10.0])
     assert s["median_s"] == 2.5 and s["min_s"] == 1.0 and s["max_s"] == 10.0 and s["n"] == 4
     recs = {w: {"median_s": 2.0} for w in spec.TIMED_WORKLOADS}
@@ -172,7 +172,7 @@ def test_counts_and_limits_out_of_range_are_refused(capsys):
 
 
 def test_worst_status_wins_and_keeps_every_reason():
-    from harness import checks
+    from harness.judge import checks
     assert checks.worst([]) == ("passed", None)
     status, reason = checks.worst([("incorrect", "a"), ("tampering", "b"), ("impossible", "c")])
     assert status == "tampering" and reason == "a; b; c"
@@ -231,13 +231,13 @@ def test_free_port_falls_back_to_other_loopback_addresses(monkeypatch):
     """127.0.0.1 exhausted, even with SO_REUSEADDR: another address of 127/8, and MASTER_ADDR names it."""
     import types
 
-    from harness import env, group
+    from harness.judge import group, rank_env
     fake = types.SimpleNamespace(socket=_Loopback(lambda addr, reuse: addr in ("127.0.0.1", "")),
                                  SOL_SOCKET=1, SO_REUSEADDR=2)
-    monkeypatch.setattr(env, "socket", fake)
+    monkeypatch.setattr(rank_env, "socket", fake)
     addr, port = group._free_port()
     assert addr.startswith("127.") and addr != "127.0.0.1" and port == 40000
-    assert env.rank_env(0, 1, port, "/s", True, "/d", "/b", "/p", addr)["MASTER_ADDR"] == addr
+    assert rank_env.rank_env(0, 1, port, "/s", True, "/d", "/b", "/p", addr)["MASTER_ADDR"] == addr
     fake.socket = _Loopback(lambda addr, reuse: not reuse)     # ports in TIME_WAIT: SO_REUSEADDR binds them
     assert group._free_port() == ("127.0.0.1", 40000)
     monkeypatch.setattr(group.Group, "ports", {40000})          # a live group's port names its processes
@@ -248,8 +248,8 @@ def test_free_port_falls_back_to_other_loopback_addresses(monkeypatch):
 def test_no_free_port_fails_the_group_and_names_an_earlier_solution(monkeypatch):
     import types
 
-    from harness import env, group
-    monkeypatch.setattr(env, "socket", types.SimpleNamespace(socket=_Loopback(lambda addr, reuse: True),
+    from harness.judge import group, rank_env
+    monkeypatch.setattr(rank_env, "socket", types.SimpleNamespace(socket=_Loopback(lambda addr, reuse: True),
                                                              SOL_SOCKET=1, SO_REUSEADDR=2))
     monkeypatch.setattr(group.Group, "spawned", 0)
     with pytest.raises(group.GroupFailed) as e:
@@ -291,7 +291,7 @@ def test_exhausted_ports_do_not_crash_bench(tiny_data, tmp_path):
 JUDGE_WITH_A_HELPER = """import multiprocessing as mp, sys, time
 sys.path.insert(0, {root!r})
 import bench
-from harness import procs
+from harness.isolation import procs
 if {marked}:
     procs.mark_judge()
 helper = mp.get_context("spawn").Process(target=time.sleep, args=(300,), daemon=True)
@@ -371,12 +371,12 @@ def test_peaks_a_rank_gives_on_some_calls_only_are_summed_up_without_a_crash():
     """A report's peak is typed alone (a count, or none): a rank's largest given peak is its record's, and a rank
     that gave none leaves the record without one."""
     from types import SimpleNamespace
-    from harness.runner import Runner
+    from harness.judge.bench_plan import BenchPlan
     runner = SimpleNamespace(geometry=spec.TINY, cpu=True, args=SimpleNamespace(gpu_key=None))
 
     def summed(*peaks):
         rec = {"calls": [{"peak_bytes": p} for p in peaks], "timed": False, "passed": True, "samples_s": []}
-        Runner.summarise(runner, rec)
+        BenchPlan.summarise(runner, rec)
         return rec.get("peak_bytes")
     assert summed([1, 5], [None, 7], [3, None]) == [3, 7]
     assert summed([1, 5], [None, None]) == [1, 5]
@@ -386,8 +386,8 @@ def test_peaks_a_rank_gives_on_some_calls_only_are_summed_up_without_a_crash():
 @pytest.mark.slow      # with test_ci's forges_the_console, the slow tier's
 def test_a_solutions_lines_never_start_where_the_judges_do(tiny_data, tmp_path):
     """A message of many lines (a PASS of its own, a failure blamed on the solution beside it): on the console each
-    line after its first is indented behind report.QUOTE."""
-    from harness.report import QUOTE
+    line after its first is indented behind console.QUOTE."""
+    from harness.report.console import QUOTE
     cheat = os.path.join(os.path.dirname(__file__), "cheats", "forges_the_console.py")
     p = bench(tiny_data, "solutions/reference", cheat, "--workloads", "f1x1", "--json", str(tmp_path / "r.json"),
               timeout=300)

@@ -1,4 +1,4 @@
-"""harness/buffers.py: what a rank may do with the judge's lent buffers before its lock."""
+"""harness/judge/buffers.py: what a rank may do with the judge's lent buffers before its lock."""
 import os
 import pickle
 import subprocess
@@ -6,13 +6,13 @@ import sys
 
 import torch
 
-from harness import buffers
+from harness.judge import buffers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class _OnGpu:
-    """Stands for a CUDA tensor: lend() only asks its device type and numel and hands it to cudaipc.handle."""
+    """Stands for a CUDA tensor: lend() only asks its device type and numel and hands it to cuda_ipc.handle."""
     device = torch.device("cuda", 0)
 
     def numel(self):
@@ -20,10 +20,10 @@ class _OnGpu:
 
 
 def _lent_blob(monkeypatch, tmp_path):
-    from harness import cudaipc
+    from harness.judge import cuda_ipc
     # What the driver gives back: 64 bytes naming the allocation (no file of /dev/shm).
-    monkeypatch.setattr(cudaipc, "handle", lambda t: bytes(range(64)))
-    monkeypatch.setattr(cudaipc, "open_handle",
+    monkeypatch.setattr(cuda_ipc, "handle", lambda t: bytes(range(64)))
+    monkeypatch.setattr(cuda_ipc, "open_handle",
                         lambda blob, numel, device: torch.full((numel,), float(blob[7]), dtype=torch.bfloat16))
     lent = object.__new__(buffers.Buffers)
     lent.shapes, lent.fds = [(2,)], {"z0": buffers.sealed("z0", 8)}
@@ -38,7 +38,7 @@ def test_premap_does_not_import_torch_for_cuda_handles(monkeypatch, tmp_path):
     # A rank premaps before its Landlock lock, which refuses once torch's threads run (ABI < 8): the CUDA
     # handles stay bytes until attach(), after the lock.
     blob, fd = _lent_blob(monkeypatch, tmp_path)
-    code = ("import sys, pickle\nfrom harness import buffers\n"
+    code = ("import sys, pickle\nfrom harness.judge import buffers\n"
             "maps = buffers.premap(sys.stdin.buffer.read())\n"
             "print(sorted(maps), 'torch' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], input=blob, capture_output=True, timeout=60,
@@ -56,11 +56,11 @@ def test_attach_opens_the_driver_handles(monkeypatch, tmp_path):
 
 
 def test_a_driver_handle_is_64_bytes_both_ways():
-    from harness import cudaipc
-    h = cudaipc._Handle.from_buffer_copy(bytes(range(64)))
+    from harness.judge import cuda_ipc
+    h = cuda_ipc._Handle.from_buffer_copy(bytes(range(64)))
     assert bytes(h.reserved) == bytes(range(64))       # NULs and all: no C-string truncation
     try:
-        cudaipc.open_handle(b"\0" * 63, 1, torch.device("cpu"))
+        cuda_ipc.open_handle(b"\0" * 63, 1, torch.device("cpu"))
         raise AssertionError("a short handle was opened")
     except RuntimeError as e:
         assert "64 bytes, not 63" in str(e)

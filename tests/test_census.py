@@ -1,9 +1,9 @@
-"""harness/census.py: the precision census of prepare()'s tensors, judged as stored."""
+"""harness/rank/census.py: the precision census of prepare()'s tensors, judged as stored."""
 import pytest
 import torch
 
 import spec
-from harness import census
+from harness.rank import census
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import time
 import pytest
 
 import spec
-from harness.report import QUOTE
+from harness.report.console import QUOTE
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHEATS = os.path.join(ROOT, "tests", "cheats")
@@ -196,7 +196,7 @@ def test_junit_and_the_console_hold_no_control_from_a_solution(tmp_path, capsys)
     import xml.etree.ElementTree as ET
     import ci
     from rich.text import Text
-    from harness import report
+    from harness.report import console
     forged = "\r\x1b[2K\x1b[1A\x1b[32mPASS\ud800"
     path = tmp_path / "j.xml"
     ci.junit([{"name": "f1x1" + forged, "status": "incorrect", "reason": "bad" + forged}], str(path), "sol" + forged)
@@ -204,7 +204,7 @@ def test_junit_and_the_console_hold_no_control_from_a_solution(tmp_path, capsys)
     texts = [case.get("name"), case.get("classname"), case[0].get("message")]
     assert all("\x1b" not in t and "\r" not in t and "\ud800" not in t for t in texts), texts
     assert case[0].get("message") == "bad??[2K?[1A?[32mPASS?"
-    report.console().print(Text.assemble(("ci sol" + forged, "bold"), ", exit 2"), "x" + forged)
+    console.console().print(Text.assemble(("ci sol" + forged, "bold"), ", exit 2"), "x" + forged)
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\r" not in out and "ci sol?[2K?[1A?[32mPASS?" in out
 
@@ -244,11 +244,11 @@ def terminal_rows(text, width, lead=""):
 
 @pytest.mark.parametrize("width", [40, 80, 161])
 def test_a_quoted_line_is_wrapped_before_the_terminal_does(width):
-    """report.quote with the console's width: every row a terminal shows, after the first, starts behind QUOTE, for
+    """console.quote with the console's width: every row a terminal shows, after the first, starts behind QUOTE, for
     a row that fills the terminal exactly, wide (two-cell) and ambiguous characters, tabs and the judge's words
     before it (the console shows printable ASCII only: a terminal decides the others' widths); the text is all there
     (but what was cut at QUOTED_LINE)."""
-    from harness.report import QUOTED_LINE, quote
+    from harness.report.console import QUOTED_LINE, quote
     forged = ["x" * (width - 4 - 1) + "PASS f1x1 (forged)", "\u754c" * width + "PASS f5x1 (forged)",
               "\t" * 30 + "PASS f17x1 (forged)", "\u2460\u2600\ufe0f" * width + "PASS f121x1 (forged)",
               "y" * (QUOTED_LINE + 50)]
@@ -304,7 +304,7 @@ def test_a_stored_call_stands_at_a_secret_place_among_its_shapes_unseen_calls():
     first (a longer stored clip after a shorter one of its source could resume it)."""
     import argparse
     import spec
-    from harness.gate import Gate
+    from harness.judge.gate_plan import Gate
     args = argparse.Namespace(tiny=True, maps=False, report=None, fresh_calls=2)
     gate = Gate(args, None, None)
     workloads = ["f1x1", "f5x1", "f17x1", "f121x1", "f241x1"]
@@ -332,8 +332,8 @@ def test_the_gate_decodes_a_worlds_references_before_its_first_call(tiny_data, m
     world's ranks start (only a second look, which follows a call that looked too fast, draws later)."""
     import argparse
     import spec
-    from harness import gate as gate_module
-    from harness.inputs import Fresh
+    from harness.judge import gate_plan
+    from harness.judge.fresh import Fresh
     monkeypatch.setenv("DATA", tiny_data["DATA"])
     events = []
 
@@ -345,14 +345,14 @@ def test_the_gate_decodes_a_worlds_references_before_its_first_call(tiny_data, m
 
         def close(self, graceful=True):
             pass
-    monkeypatch.setattr(gate_module, "Group", Ranks)
+    monkeypatch.setattr(gate_plan, "Group", Ranks)
     monkeypatch.setattr(Fresh, "give", lambda self, key: events.append(("draw", key)))
     monkeypatch.setattr(Fresh, "full", lambda self, z, release=False: (None, None))
-    monkeypatch.setattr(gate_module.Gate, "call", lambda self, group, name, t, world, case, first: events.append(
+    monkeypatch.setattr(gate_plan.Gate, "call", lambda self, group, name, t, world, case, first: events.append(
         ("call", name)) or {"time_s": 1.0, "status": "passed", "reason": None, "figures": None})
     args = argparse.Namespace(tiny=True, maps=False, report=None, fresh_calls=2, seed=None, release=False,
                               timeout_scale=1.0)
-    g = gate_module.Gate(args, None, lambda *a, **k: None)
+    g = gate_plan.Gate(args, None, lambda *a, **k: None)
     g.fresh, g.buffers, g.run_ = Fresh(spec.TINY, "cpu"), None, argparse.Namespace(lock=None)
     workloads = ["f1x1", "f5x1", "f17x1", "f121x1"]
     plan = g.plan(workloads, 1)
@@ -368,13 +368,13 @@ def test_an_audit_that_does_not_end_fails_the_gate(monkeypatch):
     """tests/cheats/slows_its_audit: a source the audit reads in quadratic time; the gate runs the audit in a child
     process with a deadline (here 2 s) and fails the solution, never waits for it."""
     import types
-    from harness import gate
+    from harness.judge import gate_plan
     said = []
-    monkeypatch.setattr(gate, "AUDIT_S", 2)
+    monkeypatch.setattr(gate_plan, "AUDIT_S", 2)
     args = types.SimpleNamespace(no_audit=False, timeout_scale=1.0,
                                  solution=os.path.join(CHEATS, "slows_its_audit"))
     started = time.monotonic()
-    gate.Gate.audit(types.SimpleNamespace(args=args, add=lambda *a, **k: said.append(a), review=[]))
+    gate_plan.Gate.audit(types.SimpleNamespace(args=args, add=lambda *a, **k: said.append(a), review=[]))
     assert said == [("audit", "audit", "the audit did not finish in 2 s: a source that slows its reading is not "
                                        "audited")]
     assert time.monotonic() - started < 15
@@ -384,11 +384,11 @@ def test_on_gpus_the_gate_checks_every_fresh_call_against_fp32_unless_told():
     """The gate holds fresh long clips to the task's rule (the fp32 decode, the stored allowance): only --release
     asks for the release bf16 decode, widened (see tests/test_trust.py's marks_by_pid for why)."""
     import types
-    from harness import gate
+    from harness.judge import gate_plan
     asked = []
     fresh = types.SimpleNamespace(give=lambda key: None, draw=lambda key, t: "z",
                                   full=lambda z, release: asked.append(release) or ("ref", "allowance"))
     for release in (False, True):
         judge = types.SimpleNamespace(cpu=False, args=types.SimpleNamespace(release=release), fresh=fresh)
-        assert gate.Gate.case(judge, 31, "f121/x2/0") == ("z", "ref", "allowance")
+        assert gate_plan.Gate.case(judge, 31, "f121/x2/0") == ("z", "ref", "allowance")
     assert asked == [False, True]

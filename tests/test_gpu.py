@@ -5,7 +5,7 @@ import torch
 
 import reference
 import spec
-from harness import users
+from harness.isolation import users
 from helpers import baseline, random_weights
 
 pytestmark = pytest.mark.gpu
@@ -115,7 +115,7 @@ def test_a_rank_that_loads_cupti_fails_before_its_gpu_work_can_outlast_its_call(
 @cuda
 def test_a_group_that_keeps_the_gpus_memory_fails_and_the_judge_goes_on(tmp_path):
     """A group that keeps nearly all of its GPU's memory past its call or prepare would make the judge's references
-    and checks run out: it fails at its cap (harness/gpumem.py), and the solution beside it passes."""
+    and checks run out: it fails at its cap (harness/isolation/gpu_memory.py), and the solution beside it passes."""
     import os
     cheat = os.path.join(os.path.dirname(__file__), "cheats_gpu", "starves_the_judge.py")
     p, report = _bench(tmp_path, "solutions/reference", cheat, workloads="f1x1,f5x1")
@@ -141,15 +141,15 @@ for line in sys.stdin:
 
 @cuda
 def test_the_hold_waits_for_queued_gpu_work_and_fails_what_outlasts_it():
-    """harness/hold.py against the driver: a process that queued seconds of GPU work and did not wait for it is not
-    held within a second (the judge's verdict: work still running); once its queue has drained it is held, its
+    """harness/isolation/cuda_lock.py against the driver: a process that queued seconds of GPU work and did not wait for
+    it is not held within a second (the judge's verdict: work still running); once its queue has drained it is held, its
     further CUDA calls block until it is released, and the judge's own GPU work then runs alone."""
     import subprocess
     import sys
     import time
-    from harness.hold import Hold
+    from harness.isolation.cuda_lock import CudaLock
     child = subprocess.Popen([sys.executable, "-c", QUEUES], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    hold = Hold()
+    hold = CudaLock()
     try:
         assert child.stdout.readline().strip() == "ready"
         hold.start()
@@ -345,7 +345,7 @@ def test_a_lent_gpu_buffer_is_alone_in_its_allocation():
     """CUDA IPC maps a rank the whole allocation its tensor lies in: each buffer the judge lends is alone in its own,
     however the judge's allocator was used before and after (cached free blocks, sizes it would place in a split
     tail); a tensor of the default pool is not (what the check refuses)."""
-    from harness.buffers import Buffers, alone
+    from harness.judge.buffers import Buffers, alone
     dev = torch.device("cuda", 0)
     cached = [torch.empty(n, dtype=torch.uint8, device=dev) for n in (64 << 20, 3 << 20, 1536 << 10)]
     del cached[0]                       # a large free block in the judge's cache
@@ -370,7 +370,7 @@ def test_the_judge_drops_its_cached_gpu_memory_before_a_call():
     by pid and the allocation by a small number): what the judge's own GPU work leaves in torch's cache (a
     reference's decode, figures) is given back to the driver before each call (Buffers.drop_cache, from
     Group.call); the lent buffers stay."""
-    from harness.buffers import Buffers
+    from harness.judge.buffers import Buffers
     dev = torch.device("cuda", 0)
     lender = object.__new__(Buffers)
     lender.torch, lender.fds, lender.pools, lender.cpu, lender.devices = torch, {}, {}, False, [dev]
@@ -395,7 +395,7 @@ HONEST = ["tests/honest/module_tree", "tests/honest/module_cache.py", "tests/hon
 @pytest.mark.parametrize("solution", HONEST)
 def test_honest_code_passes_bench_and_the_gate_on_the_gpu(tmp_path, solution):
     """bench and ci on f5x1,f121x1, with the GPU memory caps of an 80 GB card however large this one is: a solution
-    that keeps what the judge does not need between its calls passes (harness/gpumem.py)."""
+    that keeps what the judge does not need between its calls passes (harness/isolation/gpu_memory.py)."""
     import json
     import os
     import subprocess

@@ -16,7 +16,8 @@ pytestmark = pytest.mark.gpu
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 # Every group of a bench run stays alive (frozen, its CUDA held) while the others run, each with a CUDA context and
-# what its caching allocator keeps: a few at a time leave the judge its share of the GPU (harness/gpumem.py).
+# what its caching allocator keeps: a few at a time leave the judge its share of the GPU
+# (harness/isolation/gpu_memory.py).
 BATCH = 9
 # Where a GPU fails a cheat for another reason than the CPU: the driver refuses to hold a process whose first thread
 # has ended (the hold comes before the count of sockets); the two cheats on the CPU's buffer files (a memory file,

@@ -1,14 +1,14 @@
-"""harness/gpumem.py against a stand-in NVML: a group's GPU memory against its cap, and whose an out-of-memory error
-in the judge's checks is (the real driver: tests/test_gpu.py's starves_the_judge)."""
+"""harness/isolation/gpu_memory.py against a stand-in NVML: a group's GPU memory against its cap, and whose an
+out-of-memory error in the judge's checks is (the real driver: tests/test_gpu.py's starves_the_judge)."""
 import os
 import sys
 import types
 
 import pytest
 
-from harness.gpumem import MARGIN, GpuMemory
-from harness.holdings import Holdings
-from harness.protocol import GroupFailed
+from harness.isolation.caps import Caps
+from harness.isolation.gpu_memory import MARGIN, GpuMemory
+from harness.judge.protocol import GroupFailed
 
 GIB = 1 << 30
 
@@ -64,7 +64,7 @@ def test_without_nvml_or_its_figures_nothing_is_capped_and_the_line_says_so(monk
     assert meter.describe() == "GPU memory not capped (NVML lists no process of the judge's: another PID namespace)"
 
 
-class _Group(Holdings):
+class _Group(Caps):
     def __init__(self, meter, pid):
         self.run, self.world, self.jail = types.SimpleNamespace(gpumem=meter), 1, None
         self.procs = [types.SimpleNamespace(pid=pid)]

@@ -1,9 +1,9 @@
-"""harness/guards.py: the rank's look at torch after prepare and each call."""
+"""harness/rank/guards.py: the rank's look at torch after prepare and each call."""
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from harness import guards
+from harness.rank import guards
 
 
 class _Through(TorchFunctionMode):

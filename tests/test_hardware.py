@@ -2,8 +2,8 @@
 judge's first `world` GPUs (by UUID) and, of /dev/nvidia*, the driver's shared nodes and those GPUs' own."""
 import os
 
-from harness import env, hardware
-from harness.run import Run
+from harness.judge import hardware, rank_env
+from harness.judge.session import Session
 
 INFO = "Model: \t\t NVIDIA H200\nGPU UUID: \t GPU-{uuid}\nBus Location: \t 0000:{bus}:00.0\nDevice Minor: \t {minor}\n"
 
@@ -41,15 +41,16 @@ def test_a_group_gets_the_shared_nodes_and_its_own_gpus_only(tmp_path):
 
 
 def test_rank_env_names_the_groups_gpus(monkeypatch):
-    e = env.rank_env(1, 2, 29500, "/s", False, "/d", "/b", "/p", gpus="GPU-a,GPU-b")
+    e = rank_env.rank_env(1, 2, 29500, "/s", False, "/d", "/b", "/p", gpus="GPU-a,GPU-b")
     assert e["CUDA_VISIBLE_DEVICES"] == "GPU-a,GPU-b"
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")      # the judge's own setting does not reach a GPU rank
-    assert env.rank_env(0, 1, 29500, "/s", False, "/d", "/b", "/p", gpus="GPU-c")["CUDA_VISIBLE_DEVICES"] == "GPU-c"
+    e = rank_env.rank_env(0, 1, 29500, "/s", False, "/d", "/b", "/p", gpus="GPU-c")
+    assert e["CUDA_VISIBLE_DEVICES"] == "GPU-c"
 
 
 def test_run_gives_world_w_the_first_w_gpus(tmp_path, monkeypatch):
     proc, dev = _driver(tmp_path, [("a", 2), ("b", 0), ("c", 1), ("d", 3)])
-    run = Run(None, True, isolation=False)
+    run = Session(None, True, isolation=False)
     try:
         run.gpus, run.minors = ["GPU-a", "GPU-b", "GPU-c", "GPU-d"], hardware.minors(proc)
         real = hardware.device_nodes

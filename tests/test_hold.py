@@ -1,11 +1,12 @@
-"""The judge's side of the GPU hold (harness/hold.py) against stand-in helpers: what each answer of the driver means,
-and a helper that never answers (a lock of a process that stopped itself) costs the deadline, not the run."""
+"""The judge's side of the GPU hold (harness/isolation/cuda_lock.py) against stand-in helpers: what each answer of the
+driver means, and a helper that never answers (a lock of a process that stopped itself) costs the deadline, not the
+run."""
 import os
 import sys
 import time
 
-from harness import procs
-from harness.hold import NOT_READY, Hold
+from harness.isolation import procs
+from harness.isolation.cuda_lock import NOT_READY, CudaLock
 
 HELPER = """
 import sys, time
@@ -20,7 +21,7 @@ for line in sys.stdin:
 
 
 def _hold(first="ready", **answers):
-    return Hold([sys.executable, "-c", HELPER.format(first=first, answers=answers)])
+    return CudaLock([sys.executable, "-c", HELPER.format(first=first, answers=answers)])
 
 
 def test_a_lock_that_times_out_is_work_still_running():
@@ -60,8 +61,8 @@ def test_a_refused_lock_fails_the_rank():
 
 
 def test_a_helper_that_does_not_answer_costs_its_deadline_and_is_replaced(monkeypatch):
-    from harness import hold
-    monkeypatch.setattr(hold, "ANSWER_S", 0.5)
+    from harness.isolation import cuda_lock
+    monkeypatch.setattr(cuda_lock, "ANSWER_S", 0.5)
     h = _hold(unlock=0)          # no answer to a lock
     try:
         t = time.monotonic()

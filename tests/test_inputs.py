@@ -1,11 +1,11 @@
-"""harness/inputs.py: the allowance of fresh latents admits the release decode of those latents; each draw goes to
+"""harness/judge/fresh.py: the allowance of fresh latents admits the release decode of those latents; each draw goes to
 one call."""
 import pytest
 
 import reference
 import spec
-from harness import checks
-from harness.inputs import Fresh
+from harness.judge import checks
+from harness.judge.fresh import Fresh
 
 
 def test_fresh_allowance_admits_the_release_decode_of_the_draw(tiny_data, monkeypatch):

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import loader
-from harness import tree
+from harness.load import tree
 
 CHEATS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cheats")
 TWINS = [os.path.join(CHEATS, "shares_a_build", twin) for twin in ("honest", "evil")]
@@ -156,7 +156,7 @@ def test_a_build_that_fills_its_disk_fails_and_leaves_no_cache(tmp_path, monkeyp
     """Code that runs at build time (a global constructor) writes to the build folder, which outlives the run, and to
     its output, which the judge keeps: past disk.BUILD_CAP together the build fails and its folder goes; under it the
     same build passes and the judge reads only the tail of its output."""
-    from harness import disk
+    from harness.isolation import disk
     monkeypatch.setenv("WAN_BUILD_DIR", str(tmp_path / "build"))
     cheat = os.path.join(os.path.dirname(__file__), "cheats", "fills_its_build")
     build = loader.build_dir(loader.describe(cheat))

@@ -1,6 +1,6 @@
-"""Error maps (harness/maps.py) on the CPU: they put the error where a broken fixture put it (a wrong seam row at
-world 2 and 4, a shifted frame), say so in words, and call an honest decode's error spread; the pictures go into a
-folder of the run's own, made only when one is drawn, and their words stay where matplotlib is missing."""
+"""Error maps (harness/report/error_maps.py) on the CPU: they put the error where a broken fixture put it (a wrong seam
+row at world 2 and 4, a shifted frame), say so in words, and call an honest decode's error spread; the pictures go into
+a folder of the run's own, made only when one is drawn, and their words stay where matplotlib is missing."""
 import math
 import os
 import re
@@ -11,7 +11,8 @@ import torch
 import loader
 import reference
 import spec
-from harness import checks, maps, plot
+from harness.judge import checks
+from harness.report import error_maps, plot
 from helpers import random_weights
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -47,7 +48,7 @@ def test_a_wrong_seam_row_is_named(decode, world, words):
     z, w, ref, allow = decode
     out = solution_video(os.path.join(BROKEN, "wrong_seam.py"), z, w, world)
     assert checks.judge(checks.figures(out, ref, "cpu"), allow)[0] == "incorrect"
-    m = maps.measure(out, ref, "cpu", allow, world, spec.TINY).summary
+    m = error_maps.measure(out, ref, "cpu", allow, world, spec.TINY).summary
     seams = spec.video_seams(world, spec.TINY)
     assert m["rows"] == [[s, s] for s in seams] and m["columns"] == [] and m["seams"] == seams, m
     assert m["rows_words"] == words.replace("rows 32", "row 32"), m["rows_words"]
@@ -58,7 +59,7 @@ def test_a_wrong_seam_row_is_named(decode, world, words):
 def test_a_shifted_frame_is_named(decode):
     z, w, ref, allow = decode
     out = solution_video(os.path.join(BROKEN, "shifted_frame.py"), z, w, 1)
-    m = maps.measure(out, ref, "cpu", allow, 1, spec.TINY).summary
+    m = error_maps.measure(out, ref, "cpu", allow, 1, spec.TINY).summary
     assert m["worst_frame"] == 1 and m["frames_over_runs"] == [[1, 1]], m
     assert "worst frame 1 (frame 1 of 4 of latent frame 1)" in m["words"] and "1 of 5 frames over" in m["words"]
     assert m["rows"] == [] and m["columns"] == [], m                # the whole frame is wrong
@@ -66,7 +67,7 @@ def test_a_shifted_frame_is_named(decode):
 
 def test_an_honest_decode_is_spread_and_within_the_allowance(decode):
     z, w, ref, allow = decode
-    m = maps.measure(solution_video(os.path.join(ROOT, "solutions", "reference"), z, w, 2), ref, "cpu", allow, 2,
+    m = error_maps.measure(solution_video(os.path.join(ROOT, "solutions", "reference"), z, w, 2), ref, "cpu", allow, 2,
                      spec.TINY).summary
     assert m["rows"] == [] and m["columns"] == [] and m["frames_over"] == 0, m
     assert "errors spread over every row and column" in m["words"] and "no frame over the allowance" in m["words"]
@@ -78,7 +79,7 @@ def test_non_finite_elements_are_located_first(decode):
     out = reference.decode_bf16(z, w)
     out[:, :, 0] += 0.5                                       # a large error on frame 0
     out[:, :, 3, -8:, 10:20] = float("nan")                   # unwritten: frame 3's bottom rows
-    m = maps.measure(out, ref, "cpu", allow, 1, spec.TINY).summary
+    m = error_maps.measure(out, ref, "cpu", allow, 1, spec.TINY).summary
     assert m["nonfinite"] == 3 * 8 * 10 and m["worst_frame"] == 3, m
     assert m["rows"] == [[56, 63]] and m["columns"] == [[10, 19]], m
     assert m["words"].startswith("240 elements not finite; non-finite elements concentrate on rows 56-63 = the bottom "
@@ -90,8 +91,8 @@ def test_the_pictures_go_into_a_folder_of_the_run(decode, tmp_path, monkeypatch)
     without matplotlib a map keeps its words, and said() names what is missing."""
     z, w, ref, allow = decode
     monkeypatch.chdir(tmp_path)
-    assert maps.Atlas(spec.TINY, report="r").folder == os.path.join("r", "maps")
-    atlas = maps.Atlas(spec.TINY)
+    assert error_maps.Atlas(spec.TINY, report="r").folder == os.path.join("r", "maps")
+    atlas = error_maps.Atlas(spec.TINY)
     assert re.fullmatch(r"error-maps/\d{8}-\d{6}-\d+", atlas.folder), atlas.folder
     out = reference.decode_bf16(z, w)
     out[:, :, 1] += 0.5
@@ -108,18 +109,18 @@ def test_the_pictures_go_into_a_folder_of_the_run(decode, tmp_path, monkeypatch)
 
 
 def test_frame_words_and_concentrations():
-    assert maps.frame_words(0, 121) == "frame 0 (the causal first frame)"
-    assert maps.frame_words(5, 121) == "frame 5 (frame 1 of 4 of latent frame 2)"
-    assert maps.frame_words(120, 121) == "frame 120 (frame 4 of 4 of latent frame 30, the last frame)"
+    assert error_maps.frame_words(0, 121) == "frame 0 (the causal first frame)"
+    assert error_maps.frame_words(5, 121) == "frame 5 (frame 1 of 4 of latent frame 2)"
+    assert error_maps.frame_words(120, 121) == "frame 120 (frame 4 of 4 of latent frame 30, the last frame)"
     flat = torch.full((704,), 1.0).numpy()
-    assert maps.concentration(flat) == []
+    assert error_maps.concentration(flat) == []
     seam = flat.copy()
     seam[351:354] = [20.0, 50.0, 20.0]
-    assert maps.concentration(seam) == [[351, 353]]
+    assert error_maps.concentration(seam) == [[351, 353]]
     band = flat.copy()
     band[352:] += 3.0
-    assert maps.concentration(band, [352], [(0, 352), (352, 704)]) == [[352, 703]]
-    assert maps.concentration(band) == []                      # without the bands: half the rows, spread
+    assert error_maps.concentration(band, [352], [(0, 352), (352, 704)]) == [[352, 703]]
+    assert error_maps.concentration(band) == []                      # without the bands: half the rows, spread
 
 
 def test_values_near_the_largest_bf16_are_measured_and_drawn(decode, tmp_path, monkeypatch):
@@ -129,13 +130,13 @@ def test_values_near_the_largest_bf16_are_measured_and_drawn(decode, tmp_path, m
     monkeypatch.chdir(tmp_path)
     out = reference.decode_bf16(z, w)
     out[:, :, :, 3] = 3e38
-    atlas = maps.Atlas(spec.TINY)
+    atlas = error_maps.Atlas(spec.TINY)
     atlas.take("a", out, ref, "cpu", allow, 1)
     m = atlas.kept["a"]
     assert m.row_sq.max() > 1e76 and math.isfinite(m.frame_rms().max()) and m.summary["rows"] == [[3, 3]], m.summary
     if plot.available():
         assert os.path.isfile(atlas.draw("a", "a")["picture"])
     atlas.take("b", out, ref, "cpu", allow, 1)
-    monkeypatch.setattr(maps, "draw", lambda *a: (_ for _ in ()).throw(ValueError("Invalid vmin or vmax")))
+    monkeypatch.setattr(error_maps, "draw", lambda *a: (_ for _ in ()).throw(ValueError("Invalid vmin or vmax")))
     assert atlas.draw("b", "b")["picture"] is None
     assert atlas.said().endswith("1 not drawn: ValueError: Invalid vmin or vmax"), atlas.said()

@@ -1,10 +1,10 @@
 """What the judge imports from is importable in the ranks: a package a user installed with `pip install --target DIR`
-and `PYTHONPATH=DIR` (harness/env.py import_paths), never the repository or the data."""
+and `PYTHONPATH=DIR` (harness/judge/rank_env.py import_paths), never the repository or the data."""
 import os
 import subprocess
 import sys
 
-from harness import env
+from harness.judge import rank_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -30,8 +30,8 @@ def test_the_repository_and_the_data_are_never_import_paths(monkeypatch, tmp_pat
     (tmp_path / "pkgs").mkdir()
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([ROOT, os.path.join(ROOT, "harness"), str(tmp_path / "data"),
                                                       str(tmp_path / "pkgs"), str(tmp_path / "missing"), ""]))
-    paths = env.import_paths()
+    paths = rank_env.import_paths()
     assert str(tmp_path / "pkgs") in paths
     assert not any(p.startswith((ROOT, str(tmp_path / "data"))) for p in paths), paths
-    assert env.rank_env(0, 1, 1, str(tmp_path), True, "d", "b", "pkg")["PYTHONPATH"].split(os.pathsep)[:2] == \
+    assert rank_env.rank_env(0, 1, 1, str(tmp_path), True, "d", "b", "pkg")["PYTHONPATH"].split(os.pathsep)[:2] == \
         ["pkg", paths[0]]

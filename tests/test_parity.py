@@ -1,4 +1,4 @@
-"""runner's parity of calls on latents a solution had or could have seen against calls on latents it never saw:
+"""bench_plan's parity of calls on latents a solution had or could have seen against calls on latents it never saw:
 the tolerance and its noise, and bench's second look, on scripted calls (no rank processes)."""
 from types import SimpleNamespace
 
@@ -6,13 +6,13 @@ import pytest
 import torch
 
 import spec
-from harness import inputs, runner as runner_mod
+from harness.judge import bench_plan, fresh as fresh_module
 
 
 def test_slowed_fresh_calls_do_not_widen_the_parity_tolerance():
-    """runner.parity's noise is the spread of the faster half of the fresh calls, and at most doubles the base
+    """bench_plan.parity's noise is the spread of the faster half of the fresh calls, and at most doubles the base
     tolerance: a replay beside fresh calls padded eightfold is still too fast, an honest noisy record is not."""
-    noise, parity = runner_mod.noise, runner_mod.parity
+    noise, parity = bench_plan.noise, bench_plan.parity
 
     def record(fresh, stored, repeats):
         calls = [{"time_s": t, "inputs": "fresh"} for t in fresh] + [{"time_s": stored, "inputs": "stored"}]
@@ -52,12 +52,12 @@ def scripted_run(monkeypatch, script, stored_at, warmup=0, reps=2):
     monkeypatch.setattr(spec, "make_inputs", lambda *a, **k: (z,))
     monkeypatch.setattr(spec, "load_reference", lambda *a, **k: None)
     monkeypatch.setattr(spec, "allowance", lambda *a, **k: {"max_abs": 1.0, "rms": 1.0})
-    monkeypatch.setattr(runner_mod.secrets, "randbelow", lambda n: stored_at)
-    monkeypatch.setattr(runner_mod, "judged", script.judged)
-    monkeypatch.setattr(runner_mod.bounds, "impossible", lambda *a, **k: None)
+    monkeypatch.setattr(bench_plan.secrets, "randbelow", lambda n: stored_at)
+    monkeypatch.setattr(bench_plan, "judged", script.judged)
+    monkeypatch.setattr(bench_plan.bounds, "impossible", lambda *a, **k: None)
 
     class Fresh:
-        give = inputs.Fresh.give        # each draw to one call: the runner's keys must hold to it here too
+        give = fresh_module.Fresh.give        # each draw to one call: the bench plan's keys must hold to it here too
 
         def __init__(self, *a):
             self.given = set()
@@ -67,12 +67,13 @@ def scripted_run(monkeypatch, script, stored_at, warmup=0, reps=2):
 
         def forget(self):
             pass
-    monkeypatch.setattr(runner_mod, "Fresh", Fresh)
+    monkeypatch.setattr(bench_plan, "Fresh", Fresh)
     args = SimpleNamespace(warmup=warmup, min_reps=reps, max_reps=reps, time_cap=1e9, timeout_scale=1.0, maps=False,
                            report=None, gpu_name=None, profile=None, gpu_key=None)
     sol = {"name": "s", "desc": None}
-    r = runner_mod.Runner(args, [sol], spec.TINY, True, None, None, SimpleNamespace(start=lambda w: None,
-                                                                                     stop=lambda: None))
+    run = SimpleNamespace(buffers_for=lambda slot, world, frames: None)     # the judge's buffers: none needed here
+    r = bench_plan.BenchPlan(args, [sol], spec.TINY, True, None, run, SimpleNamespace(start=lambda w: None,
+                                                                                    stop=lambda: None))
     r.group = lambda sol, world, frames: r.groups.setdefault((sol["name"], world), object())
     progress = SimpleNamespace(add_task=lambda *a, **k: 0, advance=lambda t: None, remove_task=lambda t: None)
     workload = next(w for w, e in spec.WORKLOADS.items() if e.timed and e.world == 1)
@@ -86,7 +87,7 @@ def test_a_cold_first_call_is_no_bar_for_an_honest_solution(monkeypatch, stored_
     rec = scripted_run(monkeypatch, Scripted(lambda kind: 0.5, cold=0.7), stored_at)
     assert rec["status"] == "passed", rec["reason"]
     looked = [c for c in rec["calls"] if c["second_look"]]
-    assert len(looked) == (runner_mod.LOOKS if stored_at == 1 else 0), rec["calls"]
+    assert len(looked) == (bench_plan.LOOKS if stored_at == 1 else 0), rec["calls"]
     assert all(c["inputs"] == "fresh" for c in looked) and len(rec["samples_s"]) == 2
 
 
@@ -95,7 +96,7 @@ def test_a_replay_stays_too_fast_after_the_second_look(monkeypatch, stored_at):
     """Seen latents decoded in a fifth of the time: tampering, judged after the second look where one was taken."""
     rec = scripted_run(monkeypatch, Scripted(lambda kind: 0.1 if kind == "stored" else 0.5, cold=0.7), stored_at)
     assert rec["status"] == "tampering" and "faster on repeated inputs" in rec["reason"], rec
-    assert len([c for c in rec["calls"] if c["second_look"]]) == runner_mod.LOOKS
+    assert len([c for c in rec["calls"] if c["second_look"]]) == bench_plan.LOOKS
 
 
 def test_a_noisy_fresh_call_gets_a_second_look(monkeypatch):
@@ -103,5 +104,5 @@ def test_a_noisy_fresh_call_gets_a_second_look(monkeypatch):
     times = iter([0.5, 0.5, 1.6, 0.5, 0.5, 0.5, 0.5])     # warm-up, stored, slowed fresh, repeats, look
     rec = scripted_run(monkeypatch, Scripted(lambda kind: next(times), cold=0.0), 0, warmup=1, reps=2)
     assert rec["status"] == "passed", rec["reason"]
-    assert len([c for c in rec["calls"] if c["second_look"]]) == runner_mod.LOOKS
+    assert len([c for c in rec["calls"] if c["second_look"]]) == bench_plan.LOOKS
 

@@ -10,8 +10,9 @@ import time
 import pytest
 import torch
 
-from harness import checks, procs, protocol, users
-from harness.group import Group, GroupFailed
+from harness.isolation import procs, users
+from harness.judge import checks, protocol
+from harness.judge.group import Group, GroupFailed
 
 # A helper whose first thread ends with the raw `exit` call while a second runs on: /proc says Z for it.
 ZOMBIE_LEADER = """import ctypes, threading, time
@@ -89,8 +90,8 @@ def test_a_group_that_cannot_start_closes_what_it_made(tiny_data, tmp_path, monk
     """Any failure while the ranks start is a GroupFailed, after the group's processes, cgroup and folders are gone."""
     import spec
     monkeypatch.setenv("DATA", tiny_data["DATA"])     # the judge's buffers hold the weights
-    from harness.run import Run
-    run = Run(spec.TINY, cpu=True)
+    from harness.judge.session import Session
+    run = Session(spec.TINY, cpu=True)
     sol = type("S", (), {"name": "x", "path": str(tmp_path), "content_hash": "0"})()
     made = []
     real_open = open
@@ -247,9 +248,9 @@ libc.syscall(60 if __import__("platform").machine() == "x86_64" else 93, 0)   # 
 
 
 def test_the_disk_count_sees_files_held_past_an_ended_first_thread(tmp_path):
-    """A file in no folder held by a process whose first thread ended is still counted (harness/disk.py reads
+    """A file in no folder held by a process whose first thread ended is still counted (harness/isolation/disk.py reads
     through a live thread)."""
-    from harness import disk
+    from harness.isolation import disk
     p = subprocess.Popen([sys.executable, "-c", GHOST_DISK, str(tmp_path)])
     try:
         deadline = time.monotonic() + 30
@@ -264,15 +265,15 @@ def test_the_disk_count_sees_files_held_past_an_ended_first_thread(tmp_path):
 
 def test_cgroups_of_judges_that_are_gone_are_swept():
     """A judge killed before its end leaves its empty cgroups; the next run removes them, never a live judge's."""
-    from harness import jail
+    from harness.isolation import cgroup
     p = subprocess.Popen([sys.executable, "-c", "pass"])
     p.wait()
-    dead = jail.Jail.make(f"wan-{p.pid}-1")
+    dead = cgroup.Cgroup.make(f"wan-{p.pid}-1")
     if dead is None:
         pytest.skip("no cgroup can be made here")
-    live = jail.Jail.make(f"wan-{os.getpid()}-sweep")
+    live = cgroup.Cgroup.make(f"wan-{os.getpid()}-sweep")
     try:
-        removed = jail.sweep()
+        removed = cgroup.sweep()
         assert f"wan-{p.pid}-1" in removed and not os.path.exists(dead.path)
         assert dead.memory is None or not os.path.exists(dead.memory)
         assert os.path.exists(live.path) and f"wan-{os.getpid()}-sweep" not in removed
@@ -298,11 +299,11 @@ time.sleep(60)
 
 
 def test_a_groups_tasks_are_capped(monkeypatch):
-    """A group's cgroup caps its tasks (jail.MAX_TASKS, here 20): the 50 forks of a fork storm are refused past it."""
+    """A group's cgroup caps its tasks (cgroup.MAX_TASKS, here 20): the 50 forks of a fork storm are refused past it."""
     import errno
-    from harness import jail
-    monkeypatch.setattr(jail, "MAX_TASKS", 20)
-    j = jail.Jail.make(f"wan-{os.getpid()}-tasks")
+    from harness.isolation import cgroup
+    monkeypatch.setattr(cgroup, "MAX_TASKS", 20)
+    j = cgroup.Cgroup.make(f"wan-{os.getpid()}-tasks")
     if j is None or not j.tasks_capped:
         pytest.skip("no pids controller for a cgroup here")
     p = subprocess.Popen([sys.executable, "-c", FORKS], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -335,10 +336,10 @@ time.sleep(60)
 
 def test_a_groups_memory_is_capped_across_its_processes(monkeypatch):
     """Three processes of 100 MiB each under a cap of 256 MiB: none is large, together they are past the cap, and the
-    kernel ends one of the group's processes (harness/jail.py: the cgroup counts them together)."""
-    from harness import jail
+    kernel ends one of the group's processes (harness/isolation/cgroup.py: the cgroup counts them together)."""
+    from harness.isolation import cgroup
     monkeypatch.setenv("WAN_GROUP_MEMORY", str(256 << 20))
-    j = jail.Jail.make(f"wan-{os.getpid()}-memory")
+    j = cgroup.Cgroup.make(f"wan-{os.getpid()}-memory")
     if j is None or j.memory_cap is None:
         pytest.skip("no memory cgroup can be made here")
     p = subprocess.Popen([sys.executable, "-c", SPREAD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -366,17 +367,17 @@ def test_a_kill_under_the_groups_cap_is_not_its_caps(monkeypatch, tmp_path):
     """The out-of-memory killer also ends a group's processes when memory runs short above it (the host, an enclosing
     cgroup: here a cgroup v1 parent of 200 MiB around a group capped at 1 GiB): counted, but not at the group's cap,
     so the judge does not blame the group's solution for it (Group._memory)."""
-    from harness import jail
-    parent = os.path.join(jail.MEMORY_V1, f"wan-{os.getpid()}-host")
+    from harness.isolation import cgroup
+    parent = os.path.join(cgroup.MEMORY_V1, f"wan-{os.getpid()}-host")
     try:
         os.mkdir(parent)
         with open(os.path.join(parent, "memory.limit_in_bytes"), "w") as f:
             f.write(str(200 << 20))
     except OSError:
         pytest.skip("no cgroup v1 memory hierarchy to nest a group in here")
-    monkeypatch.setattr(jail, "MEMORY_V1", parent)
+    monkeypatch.setattr(cgroup, "MEMORY_V1", parent)
     monkeypatch.setenv("WAN_GROUP_MEMORY", str(1 << 30))
-    j = jail.Jail.make(f"wan-{os.getpid()}-nested")
+    j = cgroup.Cgroup.make(f"wan-{os.getpid()}-nested")
     p = None
     try:
         if j is None or j.memory is None:
@@ -405,7 +406,7 @@ def test_the_clock_runs_while_the_judge_reads_the_done_lines(tiny_data, monkeypa
     `done` is made 0.4 s slow, and the call's time holds it."""
     import loader
     import spec
-    from harness.run import Run
+    from harness.judge.session import Session
     monkeypatch.setenv("DATA", tiny_data["DATA"])
     real = protocol.parse
 
@@ -413,7 +414,7 @@ def test_the_clock_runs_while_the_judge_reads_the_done_lines(tiny_data, monkeypa
         if line.startswith(b"done "):
             time.sleep(0.4)
         return real(line, rank)
-    run = Run(spec.TINY, cpu=True)
+    run = Session(spec.TINY, cpu=True)
     group = None
     try:
         sol = loader.describe(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -438,9 +439,9 @@ def test_a_group_over_its_caps_when_frozen_is_killed_at_once(tiny_data, monkeypa
     never runs short, and its next call fails for it."""
     import loader
     import spec
-    from harness.run import Run
+    from harness.judge.session import Session
     monkeypatch.setenv("DATA", tiny_data["DATA"])
-    run = Run(spec.TINY, cpu=True)
+    run = Session(spec.TINY, cpu=True)
     group = None
     try:
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -469,9 +470,9 @@ def test_a_group_over_its_caps_when_frozen_is_killed_at_once(tiny_data, monkeypa
 
 
 CLONES = """import ctypes, os, sys, threading
-from harness import syscalls
-syscalls.drop_capabilities()
-syscalls.deny(metadata=False)
+from harness.isolation import seccomp
+seccomp.drop_capabilities()
+seccomp.deny(metadata=False)
 libc = ctypes.CDLL(None, use_errno=True)
 args = (ctypes.c_uint64 * 11)()            # struct clone_args, zeroed: a plain fork
 r = libc.syscall(435, ctypes.byref(args), ctypes.sizeof(args))
@@ -564,11 +565,11 @@ def test_without_a_cgroup_an_orphan_left_by_prepare_fails_its_group(tiny_data, m
     group's thaw, through their timed calls)."""
     import loader
     import spec
-    from harness import jail
-    from harness.run import Run
+    from harness.isolation import cgroup
+    from harness.judge.session import Session
     monkeypatch.setenv("DATA", tiny_data["DATA"])
-    monkeypatch.setattr(jail.Jail, "make", classmethod(lambda cls, name: None))
-    run = Run(spec.TINY, cpu=True)
+    monkeypatch.setattr(cgroup.Cgroup, "make", classmethod(lambda cls, name: None))
+    run = Session(spec.TINY, cpu=True)
     try:
         sol = loader.describe(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests",
                                            "cheats", "orphans_quietly.py"))

@@ -134,7 +134,7 @@ def _x(cat, name, ts, dur, pid=0):
 def test_scope_table_of_a_gpu_trace():
     """GPU work goes to the innermost scope whose GPU range holds it; totals add the scopes below; ancestors with no
     work of their own get rows; work on another device and work outside every range count nowhere."""
-    from harness import profile as bench
+    from harness.report import profile as bench
     events = [
         _x("gpu_user_annotation", "decoder/conv_in", 0, 100),
         _x("kernel", "conv_a", 10, 30), _x("kernel", "conv_b", 50, 40),
@@ -157,7 +157,7 @@ def test_scope_table_of_a_gpu_trace():
 
 
 def test_scope_table_of_a_cpu_trace_and_the_overlap():
-    from harness import profile as bench
+    from harness.report import profile as bench
     cpu = [_x("user_annotation", "decoder", 0, 100), _x("user_annotation", "decoder/conv_in", 10, 30),
            _x("user_annotation", "decoder/conv_in", 50, 20), _x("cpu_op", "aten::conv3d", 10, 30)]
     rows = {r["scope"]: r for r in bench.scope_table(cpu)}
@@ -224,7 +224,7 @@ def test_a_profiled_solutions_scope_names_reach_the_console_in_ascii(tiny_data, 
 def test_the_chart_draws_scope_names_as_they_are(tmp_path):
     """A scope's name is the solution's: `$...$` that is no valid math must draw as text, not raise on saving."""
     pytest.importorskip("matplotlib")
-    from harness import profile
+    from harness.report import profile
     prof = {"time_s": 1.0, "ranks": [{"rank": 0, "call_s": 1.0,
                                       "scopes": [{"scope": "decoder/$x^^y$", "self_s": 0.5, "total_s": 0.5}]}]}
     assert os.path.getsize(profile.bar_chart(prof, str(tmp_path / "c.png"), "t")) > 0
@@ -234,7 +234,7 @@ def test_a_trace_too_costly_to_parse_fails_in_a_bounded_child(tmp_path):
     """A trace of empty events costs the parser many times its size: it is parsed in a child held to a cap, which
     dies instead of the judge, and the judge gets Unreadable; a real trace is summarised as in the judge."""
     import json
-    from harness import profile
+    from harness.report import profile
     bomb = tmp_path / "bomb.json"
     bomb.write_text('{"traceEvents":[' + ",".join(["{}"] * 3_000_000) + "]}")     # 9 MB, ~200 MB parsed
     with pytest.raises(profile.Unreadable, match="held to"):
@@ -258,7 +258,7 @@ def test_a_trace_of_too_many_scopes_is_unreadable(tmp_path):
     """Each scope's total sums its descendants (the square of the count, in the child) and each is a console row in
     the judge: more than MAX_SCOPES distinct scopes, ancestors included, fail the trace; MAX_SCOPES pass."""
     import json
-    from harness import profile
+    from harness.report import profile
 
     def trace(n):
         path = tmp_path / f"t{n}.json"
@@ -273,7 +273,7 @@ def test_a_trace_of_too_many_scopes_is_unreadable(tmp_path):
 def test_a_trace_with_an_endless_duration_is_unreadable(tmp_path):
     """A duration of 1e999 parses as inf: the summary would hold a figure JSON cannot (bench's record, the scopes
     file), so the trace is the solution's failure, as any trace that is not one."""
-    from harness import profile
+    from harness.report import profile
     trace = tmp_path / "t.json"
     trace.write_text('{"traceEvents": [{"ph": "X", "cat": "user_annotation", "name": "decoder", "ts": 0, '
                      '"dur": 1e999, "pid": 1, "tid": 1}]}')

@@ -100,7 +100,7 @@ def test_bench_report_renders_in_a_browser(bench_report, tmp_path):
 
 def test_bench_page_of_a_timed_run_in_a_new_folder(bench_report, tmp_path):
     """The page's own pictures (a roofline per timed solution) go into a folder it makes, maps or not."""
-    from harness import html
+    from harness.report import html
     report = json.loads(json.dumps(bench_report[1]))
     report["solutions"]["reference"]["workloads"]["f5x1"].update(median_s=0.25, spread=0.01, n=3)   # as if timed
     index = html.bench_page(str(tmp_path / "new" / "report"), report, spec.TINY, True, None)
@@ -185,6 +185,6 @@ def test_gate_report(tiny_data, tmp_path):
 def test_a_page_with_a_path_that_is_no_utf8_is_written(tmp_path):
     """A solution's path may hold bytes that are no UTF-8 (Python's surrogate escapes): the page shows them escaped
     (the report crashed with UnicodeEncodeError, leaving index.html.tmp)."""
-    from harness import html
+    from harness.report import html
     path = html.page(str(tmp_path), "bench ref\udcff", ["<p>ref\udcff</p>"])
     assert os.listdir(tmp_path) == ["index.html"] and "ref\\udcff" in open(path, encoding="utf-8").read()

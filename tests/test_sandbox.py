@@ -1,4 +1,5 @@
-"""harness/sandbox.py: each test locks a child Python process with Landlock and reports what it could still do."""
+"""harness/isolation/landlock.py: each test locks a child Python process with Landlock and reports what it could
+still do."""
 import ast
 import os
 import resource
@@ -7,11 +8,11 @@ import sys
 
 import pytest
 
-from harness import sandbox
+from harness.isolation import landlock
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HARNESS = os.path.join(ROOT, "harness")
-ABI = sandbox.abi()
+ABI = landlock.abi()
 needs_landlock = pytest.mark.skipif(ABI == 0, reason="Landlock unavailable (non-Linux, old kernel or disabled): "
                                                      "lock() raises SandboxError, nothing to confine")
 
@@ -19,7 +20,7 @@ needs_landlock = pytest.mark.skipif(ABI == 0, reason="Landlock unavailable (non-
 PRELUDE = """
 import ast, os, sys
 P = ast.literal_eval(sys.argv[1])
-from harness.sandbox import lock, allowed_reads, SandboxError
+from harness.isolation.landlock import SandboxError, allowed_reads, lock
 out = {}
 def attempt(key, fn):
     try:
@@ -64,7 +65,7 @@ attempt("list tmp_path", lambda: os.listdir(P["tmp"]))
 attempt("allowed file", read(P["tmp"] + "/allowed.txt"))
 attempt("allowed file append", lambda: open(P["tmp"] + "/allowed.txt", "a").write("x"))  # no TRUNCATE involved
 attempt("sibling of harness", read(os.path.dirname(P["harness"]) + "/pyproject.toml"))
-attempt("harness file", read(P["harness"] + "/sandbox.py"))
+attempt("harness file", read(P["harness"] + "/isolation/landlock.py"))
 attempt("scratch read", read(P["scratch"] + "/in.txt"))
 attempt("scratch write", write(P["scratch"] + "/new.txt"))
 attempt("scratch mkdir", lambda: os.mkdir(P["scratch"] + "/d"))
@@ -209,14 +210,14 @@ done.wait()
 
 
 def test_allowed_reads_refuses_to_cover_an_excluded_directory(tmp_path):
-    paths = sandbox.allowed_reads(extra=[HARNESS], exclude=[str(tmp_path)])
+    paths = landlock.allowed_reads(extra=[HARNESS], exclude=[str(tmp_path)])
     assert "/usr" in paths and HARNESS in paths
     assert f"/proc/{os.getpid()}" in paths or not os.path.isdir("/proc")
     assert "/proc" not in paths and os.getcwd() not in paths and ROOT not in paths
-    with pytest.raises(sandbox.SandboxError, match=r"'/usr'.*'/usr/lib'"):
-        sandbox.allowed_reads(exclude=["/usr/lib"])
-    with pytest.raises(sandbox.SandboxError, match="data"):
-        sandbox.allowed_reads(extra=[str(tmp_path / "data" / "weights")], exclude=[str(tmp_path / "data")])
+    with pytest.raises(landlock.SandboxError, match=r"'/usr'.*'/usr/lib'"):
+        landlock.allowed_reads(exclude=["/usr/lib"])
+    with pytest.raises(landlock.SandboxError, match="data"):
+        landlock.allowed_reads(extra=[str(tmp_path / "data" / "weights")], exclude=[str(tmp_path / "data")])
 
 
 def test_grants_are_judged_by_their_real_paths(tmp_path):
@@ -227,10 +228,10 @@ def test_grants_are_judged_by_their_real_paths(tmp_path):
     (repo / "solutions" / "mine").mkdir(parents=True)
     (repo / "solutions" / "mine" / ".build-abc").symlink_to(data)
     exclude, within = [str(data), str(repo)], [str(repo)]
-    sandbox.check_grants([str(repo / "solutions" / "mine")], exclude, within)
+    landlock.check_grants([str(repo / "solutions" / "mine")], exclude, within)
     for bad in (repo / "solutions" / "mine" / ".build-abc", data / "tiny", tmp_path, repo):
-        with pytest.raises(sandbox.SandboxError, match="a solution may not read"):
-            sandbox.check_grants([str(bad)], exclude, within)
+        with pytest.raises(landlock.SandboxError, match="a solution may not read"):
+            landlock.check_grants([str(bad)], exclude, within)
 
 
 def test_allowed_reads_leaves_out_the_working_directory_and_checkouts(tmp_path):
@@ -247,7 +248,7 @@ out["has prefix"] = sys.prefix in paths
 
 
 def test_abi_is_a_version_or_zero():
-    assert isinstance(ABI, int) and ABI >= 0 and ABI == sandbox.abi()
+    assert isinstance(ABI, int) and ABI >= 0 and ABI == landlock.abi()
     assert ABI == 0 or sys.platform.startswith("linux")
 
 
@@ -262,8 +263,8 @@ def test_no_landlock_reports_instead_of_locking(tmp_path):
     (tmp_path / "secret.txt").write_text("secret")
     out = child("""
 sys.platform = "darwin"
-import harness.sandbox
-out["abi"] = harness.sandbox.abi()
+import harness.isolation.landlock
+out["abi"] = harness.isolation.landlock.abi()
 try:
     locked()
 except SandboxError as e:
@@ -306,9 +307,9 @@ def test_a_rank_cannot_change_another_process_s_limits(metadata):
     commands, ioctls, sockets and threads work."""
     code = f"""
 import os, resource
-from harness import syscalls
-syscalls.drop_capabilities()
-syscalls.deny(metadata={metadata})
+from harness.isolation import seccomp
+seccomp.drop_capabilities()
+seccomp.deny(metadata={metadata})
 {ERRNO_OF}soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 import ctypes, fcntl, platform, socket, tempfile, threading
 libc = ctypes.CDLL(None, use_errno=True)
@@ -359,16 +360,16 @@ print(errno_of(lambda: resource.prlimit(os.getppid(), resource.RLIMIT_NOFILE, (1
 
 
 def test_a_rank_without_capabilities_cannot_write_metadata_or_keys(tmp_path):
-    """harness/syscalls.py in a child: extended attributes, times, modes, keyrings, file watches and the domain name
-    refused with EPERM; reading and writing file contents, and torch, still work (the default tier's share of test_trust's
-    keeps_state_in_kernel runs)."""
+    """harness/isolation/seccomp.py in a child: extended attributes, times, modes, keyrings, file watches and the domain
+    name refused with EPERM; reading and writing file contents, and torch, still work (the default tier's share of
+    test_trust's keeps_state_in_kernel runs)."""
     target = tmp_path / "f"
     target.write_text("x")
     code = f"""
 import ctypes, os
-from harness import syscalls
-syscalls.drop_capabilities()
-arch = syscalls.deny()
+from harness.isolation import seccomp
+seccomp.drop_capabilities()
+arch = seccomp.deny()
 libc = ctypes.CDLL(None, use_errno=True)
 {ERRNO_OF}t = {str(target)!r}
 out = {{"arch": arch, "xattr": errno_of(lambda: os.setxattr(t, "user.m", b"1")),

@@ -1,9 +1,9 @@
-"""harness/sockets.py against sockets this test holds: the bytes queued in them, read from /proc, and the sockets
-a process holds (a group in the host's network namespace is judged by those alone)."""
+"""harness/isolation/sockets.py against sockets this test holds: the bytes queued in them, read from /proc, and the
+sockets a process holds (a group in the host's network namespace is judged by those alone)."""
 import os
 import socket
 
-from harness import sockets
+from harness.isolation import sockets
 
 
 def test_queued_bytes_are_counted_per_socket_kind():

@@ -163,7 +163,7 @@ def test_bands_split_rows_equally_and_name_the_seams():
 
 def test_workloads_named_refuses_unknown_and_repeated_names():
     """bench's and ci's --workloads: a workload named twice would be planned twice, its fresh latents drawn twice
-    (inputs.Fresh.give refuses that as the harness's error, which would hide the solution's verdict)."""
+    (fresh.Fresh.give refuses that as the harness's error, which would hide the solution's verdict)."""
     import pytest
     assert spec.workloads_named(None) == list(spec.WORKLOADS)
     assert spec.workloads_named("f5x1, f1x1") == ["f5x1", "f1x1"]

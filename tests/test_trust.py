@@ -9,11 +9,11 @@ import tempfile
 
 import pytest
 
-from harness import users
+from harness.isolation import users
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHEATS = os.path.join(ROOT, "tests", "cheats")
-USERS = users.Users().why_not is None      # ranks under users of their own (harness/users.py)
+USERS = users.Users().why_not is None      # ranks under users of their own (harness/isolation/users.py)
 
 # cheat -> (status, a phrase of the reason)
 EXPECTED = {
@@ -135,7 +135,7 @@ def test_a_stored_clip_is_not_answered_from_another(tiny_data, tmp_path):
     report = json.loads(out.read_text())
     assert report["workloads"]["f121x1"]["passed"], p.stdout[-2000:]
     rec = report["workloads"]["f17x1"]
-    from harness.runner import LOOKS       # the stored call looked too fast: a second look before the verdict
+    from harness.judge.bench_plan import LOOKS       # the stored call looked too fast: a second look before the verdict
     kinds = [(c["inputs"], c["second_look"]) for c in rec["calls"]]
     assert kinds == [("stored", False), ("fresh", False)] + [("fresh", True)] * LOOKS, rec["calls"]
     assert rec["status"] == "tampering" and "faster on repeated inputs" in rec["reason"], (rec["status"], rec["reason"])
@@ -166,9 +166,9 @@ def test_a_stored_call_with_no_bar_gets_a_second_look(tiny_data, tmp_path):
 @pytest.mark.slow
 def test_work_in_the_kernel_that_outlasts_a_freeze_fails_its_group(tiny_data, tmp_path):
     """A thread looping in a long system call keeps working after the judge's freeze; the judge waits for the
-    freeze to take hold (jail.FREEZE_S) and fails that group at its next call. The solution beside it passes."""
-    from harness import jail
-    probe = jail.Jail.make(f"wan-probe-{os.getpid()}-t")
+    freeze to take hold (cgroup.FREEZE_S) and fails that group at its next call. The solution beside it passes."""
+    from harness.isolation import cgroup
+    probe = cgroup.Cgroup.make(f"wan-probe-{os.getpid()}-t")
     if probe is None:
         pytest.skip("no cgroup for the group here: the freeze is by signals")
     probe.remove()
@@ -187,8 +187,8 @@ def test_memory_spread_over_small_processes_fails_its_group(tiny_data, tmp_path)
     """tests/cheats/hoards_memory.py holds 1.5 GiB in six children of 256 MiB under a group cap of 1 GiB: the kernel
     ends one of its group's processes and the judge fails that group; the honest solution beside it, under the same
     cap, passes."""
-    from harness import jail
-    probe = jail.Jail.make(f"wan-probe-{os.getpid()}-m")
+    from harness.isolation import cgroup
+    probe = cgroup.Cgroup.make(f"wan-probe-{os.getpid()}-m")
     if probe is not None:
         probe.remove()
     if probe is None or probe.memory_cap is None:
@@ -301,7 +301,7 @@ def test_bench_fails_every_cheat_for_its_reason(tiny_data, tmp_path, cheats):
     assert "time.sleep(300)" not in ps
 
 
-# The gate's share of EXPECTED: one judge (harness/group.py) runs bench's calls and the gate's, and bench's run of
+# The gate's share of EXPECTED: one judge (harness/judge/group.py) runs bench's calls and the gate's, and bench's run of
 # every cheat shows each defence; these show the gate reporting them, one cheat per layer of the judge (the protocol,
 # out, the filesystem lock, the decoys, processes, the disk, forged statuses, the weights, the command pipe, the
 # filter).
@@ -376,7 +376,7 @@ def test_no_state_survives_in_system_v_ipc(tiny_data, tmp_path):
     an IPC namespace of their own (f1x4), and what a group made is removed when it closes (two runs without
     isolation, where the ranks share the host's namespace as on GPUs)."""
     cheat = os.path.join(CHEATS, "keeps_state_in_sysv.py")
-    from harness import ipc
+    from harness.isolation import ipc
     before = ipc.snapshot()
     for args in (("--workloads", "f1x1,f1x4"), ("--workloads", "f1x1", "--no-isolation"),
                  ("--workloads", "f1x1", "--no-isolation")):
@@ -404,7 +404,7 @@ def test_no_state_survives_in_kernel_state_outside_the_filesystem(tiny_data, tmp
 
 
 def test_the_judge_removes_the_system_v_objects_made_after_a_snapshot():
-    from harness import ipc
+    from harness.isolation import ipc
     before = ipc.snapshot()
     made = subprocess.run([sys.executable, "-c", "import ctypes; l = ctypes.CDLL(None); "
                            "print(l.shmget(0, 4096, 0o1600), l.semget(0, 1, 0o1600), l.msgget(0, 0o1600))"],
@@ -435,7 +435,7 @@ def test_profile_takes_only_the_trace_the_judge_placed(tiny_data, tmp_path):
 
 def test_a_trace_is_copied_only_from_a_regular_file_and_capped(tmp_path):
     """A trace alone at most `cap`, a solution's traces together at most disk.TRACES_CAP; a regular file only."""
-    from harness import disk
+    from harness.isolation import disk
     src, dst = tmp_path / "trace.json", tmp_path / "copy.json"
     src.write_bytes(b"x" * 5000)
     assert disk.copy_trace(str(src), str(dst)) == 5000 and dst.read_bytes() == src.read_bytes()
@@ -460,7 +460,7 @@ def test_a_trace_is_copied_only_from_a_regular_file_and_capped(tmp_path):
 
 
 def test_the_disk_count_caps_bytes_and_files_without_following_links(tmp_path):
-    from harness import disk
+    from harness.isolation import disk
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "f").write_bytes(b"x" * (1 << 20))
     (tmp_path / "root").symlink_to("/")
@@ -477,7 +477,7 @@ def test_the_disk_count_caps_bytes_and_files_without_following_links(tmp_path):
 def test_the_disk_count_sees_files_in_no_folder(tmp_path, how):
     """A file opened with O_TMPFILE (or unlinked while mapped) and grown with fallocate's KEEP_SIZE is in no folder
     and of size 0: the count finds it through its holder's open or mapped files, on the counted filesystem only."""
-    from harness import disk
+    from harness.isolation import disk
     code = f"""
 import ctypes, mmap, os, sys
 libc = ctypes.CDLL(None, use_errno=True)
@@ -515,7 +515,7 @@ def test_a_tree_deeper_than_recursion_and_path_max_is_removed_and_refused(tmp_pa
     """A rank can nest folders past Python's recursion limit (shutil.rmtree raises RecursionError) and past PATH_MAX
     (a path no call can name): the judge's count refuses such a tree and its removal still takes all of it; the
     removal follows no link out of the tree."""
-    from harness import disk
+    from harness.isolation import disk
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "keep").write_text("x")
@@ -541,7 +541,7 @@ def test_the_disk_count_walks_in_bounded_steps(tmp_path):
     """The judge counts a group's files while it waits for a `done`: a step walks at most its share of entries
     (disk.Watch: a walk of 190,000 files at once held the judge up 0.45 s), and the steps together
     reach the same verdict as one walk."""
-    from harness import disk
+    from harness.isolation import disk
     for d in range(6):
         (tmp_path / f"d{d}").mkdir()
         for i in range(500):

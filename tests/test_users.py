@@ -1,6 +1,6 @@
-"""harness/users.py: a uid of its own for every group of ranks, taken by the rank before its lock; what the change
-leaves it (CAP_DAC_READ_SEARCH alone, kept by its children) and what it takes (another user's processes, files and
-per-user counts)."""
+"""harness/isolation/users.py: a uid of its own for every group of ranks, taken by the rank before its lock; what the
+change leaves it (CAP_DAC_READ_SEARCH alone, kept by its children) and what it takes (another user's processes, files
+and per-user counts)."""
 import os
 import subprocess
 import sys
@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from harness import disk, users
+from harness.isolation import disk, users
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 can = pytest.mark.skipif(users.Users().why_not is not None, reason="the judge cannot make users here")
@@ -48,7 +48,7 @@ def test_a_rank_under_its_user_keeps_read_and_search_alone(tmp_path):
     uid = users.Users().take()
     code = textwrap.dedent(f"""
         import os, resource, signal, subprocess, sys
-        from harness import users
+        from harness.isolation import users
         users.become({uid}, [])
         def caps(pid="self"):
             s = dict(l.split(":", 1) for l in open(f"/proc/{{pid}}/status").read().splitlines() if ":" in l)

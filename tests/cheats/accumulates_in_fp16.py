@@ -1,6 +1,6 @@
 """Cheat (narrow numerics in Triton): a GEMM kernel whose `tl.dot` accumulates into an fp16 accumulator given as its
 third argument (`acc`), with no `out_dtype` in sight; the dot's result takes the accumulator's dtype. The audit traces
-every accumulator given to `tl.dot` to the values its name gets (harness/numerics._accumulates_in_fp32)."""
+every accumulator given to `tl.dot` to the values its name gets (harness/audit/numerics._accumulates_in_fp32)."""
 import triton
 import triton.language as tl
 

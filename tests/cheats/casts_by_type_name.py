@@ -1,6 +1,7 @@
 """Cheat (narrow numerics through a legacy type's name): the up blocks' and conv_out's weights cast to int8 and back
 inside run() by `Tensor.type("torch.CharTensor")`, a constant text that names no dtype the way `torch.int8` does.
-The audit reads a text given where a dtype is expected as torch and numpy read it (harness/numerics.text_dtypes)."""
+The audit reads a text given where a dtype is expected as torch and numpy read it
+(harness/audit/numerics.text_dtypes)."""
 import torch
 
 import reference

@@ -39,7 +39,7 @@ def _first_thread_ended():
 
 
 def prepare(weights, rank, world, pg):
-    me = sys._getframe(1).f_locals["self"]           # the rank's loop (harness.rank.Rank), which calls prepare
+    me = sys._getframe(1).f_locals["self"]           # the rank's loop (harness.rank.worker.Rank), which calls prepare
     loop = type(me).serve
 
     def serve_elsewhere(self):

@@ -1,7 +1,8 @@
 """Cheat (deny the solutions beside it what the kernel keeps for the whole host, every user's): Linux AIO contexts
 (fs.aio-max-nr) and sockets, whose buffers come from one pool (tcp_mem; open files too, fs.file-max). prepare asks
 for an AIO context, which the filter refuses (EPERM), then holds more sockets than the judge allows a group
-(harness/disk.py's SOCKETS_CAP): the judge counts them once the ranks are ready, before another group starts."""
+(harness/isolation/disk.py's SOCKETS_CAP): the judge counts them once the ranks are ready, before another group
+starts."""
 import ctypes
 import platform
 import resource

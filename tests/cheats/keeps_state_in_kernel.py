@@ -2,7 +2,7 @@
 attribute of its own file, a key in root's user keyring, the host's domain name. Each rank process marks them; a
 process that finds another process's mark could replay what was kept there. It raises instead, so the test sees
 whether a later process ever finds one: with the rank's capabilities dropped and metadata and keyring syscalls
-refused (harness/syscalls.py), none does."""
+refused (harness/isolation/seccomp.py), none does."""
 import ctypes
 import os
 

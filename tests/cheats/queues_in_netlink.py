@@ -1,7 +1,8 @@
 """Cheat (deny the solutions beside it the host's memory): prepare queues 320 MiB in the receive queues of netlink
 sockets (NETLINK_USERSOCK, each raised to net.core.rmem_max), kernel memory that no memory cgroup is charged for,
-and keeps them unread. The judge reads every socket's queues in the group's network namespace (harness/sockets.py)
-once the ranks are ready, before another group starts, and fails the group past sockets.QUEUED_CAP."""
+and keeps them unread. The judge reads every socket's queues in the group's network namespace
+(harness/isolation/sockets.py) once the ranks are ready, before another group starts, and fails the group past
+sockets.QUEUED_CAP."""
 import socket
 
 import reference

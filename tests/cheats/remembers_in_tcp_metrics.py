@@ -1,7 +1,7 @@
 """Cheat (state in the kernel's network tables): each group's rank 0 leaves a mark in the TCP metrics cache (a
 loopback connection from 127.213.77.<world>), and fails its call loudly where it finds an earlier group's mark: bytes
 carried from one group to the next, where a replay could be kept. Where the whole lock applies each group has a
-network namespace of its own (harness/netns.py), which goes with it, so no group finds another's mark."""
+network namespace of its own (harness/isolation/netns.py), which goes with it, so no group finds another's mark."""
 import socket
 import subprocess
 

@@ -1,8 +1,8 @@
 """Cheat (deny the solutions after it): the kernel keeps some counts per user, and a group that runs as the judge's
 user spends them for every other process of that user. Here the pending signals (RLIMIT_SIGPENDING: past them
 `timer_create` and every queued signal fail): prepare queues real-time signals to a thread that blocks them until
-the kernel refuses one, and holds them while its group lives. Under a user of its own (harness/users.py) the count
-is its group's: tests/probes/needs_user_counts.py, beside it in one run, still queues its signal."""
+the kernel refuses one, and holds them while its group lives. Under a user of its own (harness/isolation/users.py) the
+count is its group's: tests/probes/needs_user_counts.py, beside it in one run, still queues its signal."""
 import signal
 import threading
 

@@ -2,7 +2,7 @@
 `threading.enumerate` does not list) loops in a long system call (a read-only MAP_POPULATE of 256 GiB of address
 space: zero pages, seconds of kernel time, little memory). A task stops for the cgroup freezer only on its way back
 to user space, so the thread would work on beside another solution's call. The judge waits for the freeze to take
-hold and fails the group at its next call when it does not within jail.FREEZE_S."""
+hold and fails the group at its next call when it does not within cgroup.FREEZE_S."""
 import _thread
 import ctypes
 import platform
@@ -11,7 +11,7 @@ import time
 
 import reference
 
-SIZE = 256 << 30        # seconds of kernel time a call, well past jail.FREEZE_S
+SIZE = 256 << 30        # seconds of kernel time a call, well past cgroup.FREEZE_S
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p
 _libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]

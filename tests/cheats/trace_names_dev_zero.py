@@ -14,7 +14,7 @@ def _export(self, path):
 
 
 torch.profiler.profile.export_chrome_trace = _export
-_rank = sys.modules["__main__"].Rank      # harness/rank.py, run as the rank's main module
+_rank = sys.modules["harness.rank.worker"].Rank      # harness/rank/worker.py, the rank's process
 _send = _rank.send
 
 

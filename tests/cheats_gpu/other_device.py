@@ -1,5 +1,5 @@
 """Cheat (exploit 6, work on another device): at world 1, decodes on the machine's next GPU and copies the video back
-on that GPU's stream, returning before either is done. A group sees only its world's GPUs (harness/run.py
+on that GPU's stream, returning before either is done. A group sees only its world's GPUs (harness/judge/session.py
 `gpus_for`), so `cuda:1` does not exist in a rank of world 1, and the call fails."""
 import torch
 

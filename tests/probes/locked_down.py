@@ -1,11 +1,11 @@
 """A probe, not a solution to time: the reference decode, failing unless its rank is locked down beyond Landlock (a
 user of its own holding CAP_DAC_READ_SEARCH alone, or no capabilities where the judge cannot make users; the seccomp
-filter; on the CPU and at world 1 IPC and network namespaces of their own: harness/users.py, harness/syscalls.py,
-harness/ipc.py) and reaches no GPU outside its group's (CUDA's count, a child with CUDA_VISIBLE_DEVICES undone, the
-device nodes), nor, under a user of its own, a root service's unix socket (Landlock does not cover connect(); the
-socket file's mode does). The test that runs it copies it into a folder as solution.py, beside host_ipc and host_net
-(the judge's namespaces), users ("1" where the judge can make users) and, where the test runs one, service (the
-path of a root service's socket)."""
+filter; on the CPU and at world 1 IPC and network namespaces of their own: harness/isolation/users.py,
+harness/isolation/seccomp.py, harness/isolation/ipc.py) and reaches no GPU outside its group's (CUDA's count, a child
+with CUDA_VISIBLE_DEVICES undone, the device nodes), nor, under a user of its own, a root service's unix socket
+(Landlock does not cover connect(); the socket file's mode does). The test that runs it copies it into a folder as
+solution.py, beside host_ipc and host_net (the judge's namespaces), users ("1" where the judge can make users) and,
+where the test runs one, service (the path of a root service's socket)."""
 import getpass
 import os
 import resource

@@ -1,5 +1,5 @@
 """The precision census's time on the full geometry: the baseline's prepare() on random bf16 weights, then
-harness.census.narrow over what it returned, twice (run from the repository's root).
+harness.rank.census.narrow over what it returned, twice (run from the repository's root).
 
     python results/h200/judge/census_time.py
 """
@@ -13,7 +13,7 @@ import torch  # noqa: E402
 
 import loader  # noqa: E402
 import spec  # noqa: E402
-from harness import census  # noqa: E402
+from harness.rank import census  # noqa: E402
 from helpers import random_weights  # noqa: E402
 
 

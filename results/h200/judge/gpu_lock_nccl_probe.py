@@ -1,5 +1,5 @@
 """Does a NCCL communicator (a rank's process group, made at once with `device_id`) make the driver's process lock
-(cuCheckpointProcessLock) refuse a process? A child at world 1 starts the group as a rank does (harness/rank.py),
+(cuCheckpointProcessLock) refuse a process? A child at world 1 starts the group as a rank does (harness/rank/worker.py),
 with NCCL's cuMem allocations on (its default) and off, then after a first collective; the parent locks it.
 
     python results/h200/judge/gpu_lock_nccl_probe.py

@@ -1,6 +1,6 @@
 """Which part of a rank's confinement makes the driver's process lock (cuCheckpointProcessLock) refuse it: a child
-confined by one step of the rank's lockdown at a time (harness/syscalls.py, harness/ipc.py, harness/sandbox.py),
-then by all of them, starts CUDA and waits; the parent locks it.
+confined by one step of the rank's lockdown at a time (harness/isolation/seccomp.py, harness/isolation/ipc.py,
+harness/isolation/landlock.py), then by all of them, starts CUDA and waits; the parent locks it.
 
     python results/h200/judge/gpu_lock_sandbox_probe.py
 
@@ -16,27 +16,27 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 CHILD = r"""
 import glob, os, sys
 sys.path.insert(0, sys.argv[1])
-from harness import ipc, sandbox, syscalls
+from harness.isolation import ipc, landlock, seccomp
 steps = sys.argv[2].split(",")
 if "net" in steps:
-    syscalls._libc.unshare(0x40000000)
+    seccomp._libc.unshare(0x40000000)
 if "ipc" in steps:
     ipc.private_namespace()
 if "caps" in steps:
-    syscalls.drop_capabilities()
+    seccomp.drop_capabilities()
 if "seccomp" in steps:
-    syscalls.deny(metadata=True)
+    seccomp.deny(metadata=True)
 if "landlock" in steps:
     nodes = sorted(glob.glob("/dev/nvidia*"))
-    sandbox.lock(read=sandbox.allowed_reads(), write=["/dev/shm", f"/proc/{os.getpid()}/task"],
-                 devices=["/dev/null", "/dev/zero", "/dev/urandom"] + nodes)
+    landlock.lock(read=landlock.allowed_reads(), write=["/dev/shm", f"/proc/{os.getpid()}/task"],
+                  devices=["/dev/null", "/dev/zero", "/dev/urandom"] + nodes)
 if "landlock_proc" in steps:       # /proc and /dev wholly readable and writable: is it a path the driver needs?
-    sandbox.lock(read=sandbox.allowed_reads() + ["/proc"], write=["/dev/shm", "/tmp", f"/proc/{os.getpid()}/task"],
-                 devices=["/dev"], scope_signals=False)
+    landlock.lock(read=landlock.allowed_reads() + ["/proc"], write=["/dev/shm", "/tmp", f"/proc/{os.getpid()}/task"],
+                  devices=["/dev"], scope_signals=False)
 if "landlock_nosignal" in steps:   # the rank's paths, signals not scoped
     nodes = sorted(glob.glob("/dev/nvidia*"))
-    sandbox.lock(read=sandbox.allowed_reads(), write=["/dev/shm", f"/proc/{os.getpid()}/task"],
-                 devices=["/dev/null", "/dev/zero", "/dev/urandom"] + nodes, scope_signals=False)
+    landlock.lock(read=landlock.allowed_reads(), write=["/dev/shm", f"/proc/{os.getpid()}/task"],
+                  devices=["/dev/null", "/dev/zero", "/dev/urandom"] + nodes, scope_signals=False)
 import torch
 x = torch.ones(1 << 20, device="cuda")
 torch.cuda.synchronize()

@@ -1,7 +1,7 @@
 """What a CUDA IPC memory handle holds: could a rank of one group name another group's buffer without being given
 its handle? Two processes each allocate three buffers (as the judge lends them: each alone in its allocation) and
-print their handles; a third process, under a user of its own (harness/users.py), opens one of the first's handles
-as given, then the second's with the first's pid in place of its own."""
+print their handles; a third process, under a user of its own (harness/isolation/users.py), opens one of the first's
+handles as given, then the second's with the first's pid in place of its own."""
 import os
 import subprocess
 import sys
@@ -12,21 +12,22 @@ sys.path.insert(0, ROOT)
 MAKE = """
 import sys, time, torch
 sys.path.insert(0, %r)
-from harness import cudaipc
+from harness.judge import cuda_ipc
 ts = [torch.zeros(16 << 20, dtype=torch.bfloat16, device="cuda") + i for i in range(3)]
 torch.cuda.synchronize()
-print(" ".join(cudaipc.handle(t).hex() for t in ts), flush=True)
+print(" ".join(cuda_ipc.handle(t).hex() for t in ts), flush=True)
 sys.stdin.read()
 """ % ROOT
 
 OPEN = """
 import sys, torch
 sys.path.insert(0, %r)
-from harness import cudaipc, users
+from harness.isolation import users
+from harness.judge import cuda_ipc
 users.become(int(sys.argv[1]), [])
 for blob in sys.argv[2:]:
     try:
-        t = cudaipc.open_handle(bytes.fromhex(blob), 16 << 20, torch.device("cuda", 0))
+        t = cuda_ipc.open_handle(bytes.fromhex(blob), 16 << 20, torch.device("cuda", 0))
         print("opened, first value", float(t[0]), flush=True)
     except Exception as e:
         print("refused:", str(e)[:120], flush=True)
@@ -34,7 +35,7 @@ for blob in sys.argv[2:]:
 
 
 def main():
-    from harness import users
+    from harness.isolation import users
     procs = [subprocess.Popen([sys.executable, "-c", MAKE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
              for _ in range(2)]
     handles = [p.stdout.readline().split() for p in procs]

@@ -1,6 +1,6 @@
-"""Does a group's memory cgroup (harness/jail.py) count what CUDA holds in host memory? A child in a jail capped at
-CAP GiB makes its CUDA context, then pins host memory (torch's pinned allocator: cudaHostAlloc) and pageable memory,
-and reports the cgroup's usage after each step; then it pins more than the cap. Run as root on a GPU machine."""
+"""Does a group's memory cgroup (harness/isolation/cgroup.py) count what CUDA holds in host memory? A child in a jail
+capped at CAP GiB makes its CUDA context, then pins host memory (torch's pinned allocator: cudaHostAlloc) and pageable
+memory, and reports the cgroup's usage after each step; then it pins more than the cap. Run as root on a GPU machine."""
 import os
 import subprocess
 import sys
@@ -25,8 +25,8 @@ print(f"+6 GiB pinned {usage():.2f} GiB (not ended)", flush=True)
 def main():
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
     os.environ["WAN_GROUP_MEMORY"] = str(CAP)
-    from harness import jail
-    j = jail.Jail.make(f"wan-{os.getpid()}-probe-memory")
+    from harness.isolation import cgroup
+    j = cgroup.Cgroup.make(f"wan-{os.getpid()}-probe-memory")
     print("jail", j and j.path, "memory group", j and j.memory, "cap GiB", j and j.memory_cap and j.memory_cap / 2**30)
     if j is None or j.memory_cap is None:
         return

@@ -182,6 +182,7 @@ def bench(args, console):
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.text import Text
     from harness.judge.bench_plan import BenchPlan
+    from harness.judge.breakdown import Breakdown
     from harness.judge.session import Session
     gpus, gpu_name = (0, None) if args.tiny else hardware.detect_gpus()
     cpu = args.tiny or gpus == 0
@@ -190,8 +191,10 @@ def bench(args, console):
                       "about a GPU; pass --tiny to choose this explicitly.", style="yellow")
     geometry = spec.TINY if cpu else spec.FULL
     args.gpus, args.gpu_name, args.gpu_key = gpus, gpu_name, hardware.gpu_key(gpu_name)
+    breakdown = Breakdown()
     planned = plan(args, console, gpus, cpu)
-    solutions = describe(args, console, True) if planned else None
+    with breakdown.part("builds"):
+        solutions = describe(args, console, True) if planned else None
     if not solutions:
         return 2
     workloads, skipped = planned
@@ -202,7 +205,8 @@ def bench(args, console):
                 spec.load_reference(c, geometry), spec.calibration(c, geometry)
         else:
             import data.make
-            data.make.ensure(clips, geometry)
+            with breakdown.part("data"):
+                data.make.ensure(clips, geometry)
     except ValueError as e:
         console.print(f"data: {e}", style="red")
         return 2
@@ -216,7 +220,7 @@ def bench(args, console):
     runner = None
     try:
         sampler = hardware.ClockSampler(0 if cpu else gpus)
-        runner = BenchPlan(args, solutions, geometry, cpu, console, run, sampler)
+        runner = BenchPlan(args, solutions, geometry, cpu, console, run, sampler, breakdown)
         runner.reserve(frames)
         label = f"{geometry.name} geometry on the {'CPU (gloo)' if cpu else f'GPU ({gpus} x {gpu_name})'}"
         console.print(Text.assemble(("bench", "bold"), f" {', '.join(s['name'] for s in solutions)}: "
@@ -253,6 +257,8 @@ def bench(args, console):
                      "clock": "the judge's, from before the latents are placed to the last rank's done, read and checked"}
     if said := runner.atlas.said():
         console.print(said)
+    out["time_s"] = breakdown.as_dict()
+    console.print(breakdown.said())
     if args.json:
         tmp = args.json + ".tmp"
         with open(tmp, "w") as f:

@@ -151,6 +151,8 @@ def main(argv=None):
     if gate is not None and (said := gate.atlas.said()):
         console.print(said)
     isolation = gate.run_.isolation if gate is not None and gate.run_ is not None else None
+    if gate is not None:
+        console.print(gate.breakdown.said())
     console.print(Text.assemble((f"ci {loader.plain_name(args.solution)}: {verdict}", "bold"),
                                 f", exit {code}, isolation: {isolation}, {time.monotonic() - started:.0f} s"),
                   soft_wrap=True)
@@ -158,7 +160,7 @@ def main(argv=None):
               "passed": code == 0, "partial": code == 6,
               "verdict": verdict, "workloads": asked, "not_asked": left, "isolation": isolation, "checks": checks,
               "geometry": gate.geometry.name if gate else None, "review": gate.review if gate else [],
-              "strict": args.strict}
+              "strict": args.strict, "time_s": gate.breakdown.as_dict() if gate else None}
     if gate is not None and gate.solution is not None:
         record["environment"] = console_module.environment(gate.gpus, gate.cpu, gate.info, [gate.solution],
                                                            gate.geometry, isolation)

@@ -22,10 +22,16 @@ Geometry: every function takes `geometry=FULL`. TINY is the same architecture at
 small latent size (the same clips, frame counts and workloads), for CPU runs and tests; a command chooses it
 only through its `--tiny` flag, and its data lives in `$DATA/tiny`.
 """
+from __future__ import annotations
+
 import dataclasses
 import json
 import math
 import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 ERROR_FACTOR = 3.0
 MAX_ABS_CAP = 2.0
@@ -119,7 +125,7 @@ VIDEO_HW = FULL.video_hw
 UP_BLOCKS = FULL.up_blocks
 
 
-def workloads_named(text):
+def workloads_named(text: str | None) -> list[str]:
     """The workloads a comma list names, in its order (every workload for None or ''). ValueError names any that is
     unknown or named twice (a workload run twice would draw its fresh latents twice)."""
     if not text:
@@ -134,7 +140,7 @@ def workloads_named(text):
     return names
 
 
-def weight_list(geometry=FULL):
+def weight_list(geometry: Geometry = FULL) -> list[tuple[str, tuple[int, ...]]]:
     """(name, shape) of run()'s weights in diffusers' registration order: the one source of the weights' order."""
     out = []
 
@@ -175,7 +181,7 @@ WEIGHTS = weight_list(FULL)
 WEIGHT_NAMES = [name for name, _ in WEIGHTS]
 
 
-def geometry_of(weights):
+def geometry_of(weights: list[torch.Tensor]) -> Geometry:
     """The geometry whose weight list matches these tensors' shapes (latent size taken as FULL's)."""
     if len(weights) != len(WEIGHTS):
         raise ValueError(f"expected {len(WEIGHTS)} weight tensors, got {len(weights)}")
@@ -186,18 +192,18 @@ def geometry_of(weights):
     return Geometry("custom", int(z), FULL.latent_hw, int(base))
 
 
-def data_dir(geometry=FULL):
+def data_dir(geometry: Geometry = FULL) -> str:
     """The task's data: $DATA, else /data; the tiny geometry's in its `tiny` folder."""
     root = os.environ.get("DATA") or "/data"
     return root if geometry.name == "full" else os.path.join(root, geometry.name)
 
 
-def frames(latent_frames):
+def frames(latent_frames: int) -> int:
     """The video frames of T latent frames: one for the first, four for every later one."""
     return 4 * latent_frames - 3
 
 
-def bands(world, rows):
+def bands(world: int, rows: int) -> list[tuple[int, int]]:
     """[(first, end)] of each rank's rows when `rows` rows are split over `world` ranks in equal bands, rank r's from
     r * rows / world: solutions/baseline's split of the latent rows (every level's bands are these, scaled). The
     judge's error maps name the seams between them (video_seams)."""
@@ -213,7 +219,7 @@ def video_seams(world, geometry=FULL):
     return [first * scale for first, _ in bands(world, geometry.latent_hw[0])[1:]]
 
 
-def output_shape(workload, geometry=FULL):
+def output_shape(workload: str, geometry: Geometry = FULL) -> tuple[int, ...]:
     """The shape of rank 0's out at a workload."""
     return (1, 3, frames(WORKLOADS[workload].latent_frames), *geometry.video_hw)
 
@@ -228,7 +234,7 @@ def _load(path):
         raise ValueError(f"cannot read {path}: {e}") from e
 
 
-def load_latents(source, geometry=FULL, latent_frames=SOURCE_FRAMES):
+def load_latents(source: str, geometry: Geometry = FULL, latent_frames: int = SOURCE_FRAMES) -> torch.Tensor:
     """fp32 latents [1, C, >= latent_frames, h, w] of a source clip, checked against the geometry."""
     import torch
     path = os.path.join(data_dir(geometry), f"latents_{source}.pt")
@@ -243,7 +249,7 @@ def load_latents(source, geometry=FULL, latent_frames=SOURCE_FRAMES):
     return latents
 
 
-def make_inputs(workload, device, geometry=FULL):
+def make_inputs(workload: str, device: str | torch.device, geometry: Geometry = FULL) -> tuple:
     """[z]: the clip's latents, the first T latent frames of its source, rounded to bf16, contiguous on `device`."""
     import torch
     clip = CLIPS[WORKLOADS[workload].clip]
@@ -265,17 +271,17 @@ def check_weights(weights, geometry=FULL, where="weights", dtype=None):
             raise ValueError(f"{where}: tensor {i} is {got}, expected {name}, {want}{list(shape)}")
 
 
-def stand_in(t):
+def stand_in(t: torch.Tensor) -> torch.Tensor:
     """A tensor of t's shape, dtype and device that stores one element (strides 0): what prepare() may return in
     place of a weight that run() reads only in another form. It holds no weight, so the precision census passes it."""
     return t.new_zeros(()).expand(t.shape)
 
 
-def is_stand_in(t):
+def is_stand_in(t: torch.Tensor) -> bool:
     return t.numel() > 1 and not any(s for s, n in zip(t.stride(), t.shape) if n > 1)
 
 
-def load_weights(device, geometry=FULL):
+def load_weights(device: str | torch.device, geometry: Geometry = FULL) -> list[torch.Tensor]:
     """run()'s weights on `device`: decoder_weights_bf16.pt, checked against the weight list (and weight_names.json
     where it is), so that a solution indexes what this file documents."""
     import torch
@@ -294,7 +300,7 @@ def load_weights(device, geometry=FULL):
     return [t.to(device).contiguous() for t in weights]
 
 
-def load_reference(clip, geometry=FULL):
+def load_reference(clip: str, geometry: Geometry = FULL) -> torch.Tensor:
     """The clip's fp32 decode, as stored: a CPU fp16 tensor [1, 3, 4T-3, H, W] (memory-mapped)."""
     import torch
     path = os.path.join(data_dir(geometry), f"ref_{clip}.pt")
@@ -315,7 +321,7 @@ CALIBRATION_FIELDS = ("source", "latent_frames", "bf16_max_abs", "bf16_mean_abs"
                       "fp32_decode_s", "bf16_decode_s")
 
 
-def calibration(clip, geometry=FULL):
+def calibration(clip: str, geometry: Geometry = FULL) -> dict:
     """The release's bf16 decode of the clip against its fp32 decode (calibration.json's entry)."""
     path = os.path.join(data_dir(geometry), CALIBRATION_FILE)
     try:
@@ -333,13 +339,13 @@ def calibration(clip, geometry=FULL):
     return entry
 
 
-def allowance(clip, geometry=FULL):
+def allowance(clip: str, geometry: Geometry = FULL) -> dict[str, float]:
     """{"max_abs", "rms"}: how far a solution's video may be from the fp32 decode of the clip (see Correctness)."""
     entry = calibration(clip, geometry)
     return allowance_from(entry["bf16_max_abs"], entry["bf16_rms"])
 
 
-def allowance_from(bf16_max_abs, bf16_rms):
+def allowance_from(bf16_max_abs: float, bf16_rms: float) -> dict[str, float]:
     """The allowance given the release bf16 decode's max-abs and rms error against the fp32 decode."""
     return {"max_abs": min(MAX_ABS_CAP, ERROR_FACTOR * bf16_max_abs), "rms": ERROR_FACTOR * bf16_rms}
 
@@ -377,12 +383,12 @@ def flops_by_weight(t, geometry=FULL):
     return out
 
 
-def decode_flops(t, geometry=FULL):
+def decode_flops(t: int, geometry: Geometry = FULL) -> int:
     """FLOPs of one decode of t latent frames."""
     return sum(flops_by_weight(t, geometry).values())
 
 
-def floor_flops(t, geometry=FULL):
+def floor_flops(t: int, geometry: Geometry = FULL) -> int:
     """The FLOPs below which no exact decode of t latent frames goes: each conv at one multiply-add per input
     channel, output channel and output position (its count over the kernel's taps: the limit of Winograd-type
     algorithms as their tiles grow; 1/27 of a 3x3x3 conv), the attention's products in full."""

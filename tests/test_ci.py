@@ -331,6 +331,7 @@ def test_the_gate_decodes_a_worlds_references_before_its_first_call(tiny_data, m
     """Between two calls the judge's work must not depend on the next call: every planned draw is decoded before the
     world's ranks start (only a second look, which follows a call that looked too fast, draws later)."""
     import argparse
+    import types
     import spec
     from harness.judge import gate_plan
     from harness.judge.fresh import Fresh
@@ -352,7 +353,7 @@ def test_the_gate_decodes_a_worlds_references_before_its_first_call(tiny_data, m
         ("call", name)) or {"time_s": 1.0, "status": "passed", "reason": None, "figures": None})
     args = argparse.Namespace(tiny=True, maps=False, report=None, fresh_calls=2, seed=None, release=False,
                               timeout_scale=1.0)
-    g = gate_plan.Gate(args, None, lambda *a, **k: None)
+    g = gate_plan.Gate(args, types.SimpleNamespace(print=lambda *a, **k: None), lambda *a, **k: None)
     g.fresh, g.buffers, g.run_ = Fresh(spec.TINY, "cpu"), None, argparse.Namespace(lock=None)
     workloads = ["f1x1", "f5x1", "f17x1", "f121x1"]
     plan = g.plan(workloads, 1)

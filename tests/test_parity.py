@@ -59,7 +59,7 @@ def scripted_run(monkeypatch, script, stored_at, warmup=0, reps=2):
     class Fresh:
         give = fresh_module.Fresh.give        # each draw to one call: the bench plan's keys must hold to it here too
 
-        def __init__(self, *a):
+        def __init__(self, *a, **k):
             self.given = set()
 
         def checked(self, key, t):
@@ -72,8 +72,9 @@ def scripted_run(monkeypatch, script, stored_at, warmup=0, reps=2):
                            report=None, gpu_name=None, profile=None, gpu_key=None)
     sol = {"name": "s", "desc": None}
     run = SimpleNamespace(buffers_for=lambda slot, world, frames: None)     # the judge's buffers: none needed here
-    r = bench_plan.BenchPlan(args, [sol], spec.TINY, True, None, run, SimpleNamespace(start=lambda w: None,
-                                                                                    stop=lambda: None))
+    console = SimpleNamespace(is_terminal=True, print=lambda *a, **k: None)
+    r = bench_plan.BenchPlan(args, [sol], spec.TINY, True, console, run, SimpleNamespace(start=lambda w: None,
+                                                                                       stop=lambda: None))
     r.group = lambda sol, world, frames: r.groups.setdefault((sol["name"], world), object())
     progress = SimpleNamespace(add_task=lambda *a, **k: 0, advance=lambda t: None, remove_task=lambda t: None)
     workload = next(w for w, e in spec.WORKLOADS.items() if e.timed and e.world == 1)

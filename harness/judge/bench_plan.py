@@ -13,6 +13,7 @@ import bounds
 import spec
 from harness.isolation import disk
 from harness.judge import checks
+from harness.judge.breakdown import NONE, Breakdown
 from harness.judge.fresh import Fresh
 from harness.judge.group import STARTUP_S, Group, GroupFailed
 from harness.report import error_maps, profile
@@ -76,16 +77,18 @@ def floored(call, latent_frames, world, peaks, geometry):
     return call
 
 
-def judged(group, z, ref, allow, timeout, device, profile_call=False, atlas=None, key=None):
+def judged(group, z, ref, allow, timeout, device, profile_call=False, atlas=None, key=None, breakdown=NONE):
     """One call on latents z, judged in this process: {"time_s", "status", "reason", "figures", ...}.
     ref: the fp32 decode of z (fp16, CPU); allow: {"max_abs", "rms"}. With an atlas (harness/report/error_maps.py), a
     call whose figures fail (every call, with the atlas's `every`) is mapped from the same copy of out, kept under
     `key`, and its words are the record's `error_map`."""
     import torch
     try:
-        seconds, read1, reports, problems, arrivals = group.call(z, timeout, profile=profile_call)
-        figs = checks.figures(read1, ref, device)
-        settled = group.settled(read1)
+        with breakdown.part("calls"):
+            seconds, read1, reports, problems, arrivals = group.call(z, timeout, profile=profile_call)
+        with breakdown.part("checks"):
+            figs = checks.figures(read1, ref, device)
+            settled = group.settled(read1)
     except torch.cuda.OutOfMemoryError as e:      # read 1 and the figures are the judge's work on the GPU
         raise group.short_of_gpu_memory(e) from e
     problems = list(problems)
@@ -95,7 +98,8 @@ def judged(group, z, ref, allow, timeout, device, profile_call=False, atlas=None
     if not settled:
         problems.append(("tampering", "out changed after done: a rank reported done before its work was finished"))
     group.quiet()
-    error_map = atlas.take(key, read1, ref, device, allow, group.world) if atlas and atlas.wanted(status) else None
+    with breakdown.part("checks"):
+        error_map = atlas.take(key, read1, ref, device, allow, group.world) if atlas and atlas.wanted(status) else None
     status, reason = checks.worst(problems)
     video = read1.numel() * 2
     peaks = [None if r.get("peak") is None else r["peak"] + z.numel() * 2 + (video if i == 0 else 0)
@@ -108,12 +112,13 @@ def judged(group, z, ref, allow, timeout, device, profile_call=False, atlas=None
 
 
 class BenchPlan:
-    def __init__(self, args, solutions, geometry, cpu, console, run, sampler):
+    def __init__(self, args, solutions, geometry, cpu, console, run, sampler, breakdown=None):
         self.args, self.solutions, self.geometry, self.cpu, self.console = args, solutions, geometry, cpu, console
         self.run, self.sampler = run, sampler
         self.groups, self.info, self.traces = {}, {}, {}       # traces: the bytes kept of each solution's
         self.device = "cpu" if cpu else "cuda:0"
-        self.fresh = Fresh(geometry, self.device)
+        self.breakdown = breakdown or Breakdown()
+        self.fresh = Fresh(geometry, self.device, breakdown=self.breakdown)
         self.atlas = error_maps.Atlas(geometry, every=args.maps, report=args.report)
         self.peaks = bounds.peaks_for(cpu, args.gpu_name)
 
@@ -128,14 +133,16 @@ class BenchPlan:
         if key not in self.groups:
             if not any(w == world for _, w in self.groups):
                 # Every solution's buffers of this world before its first group starts: a group's GPU memory cap
-                # counts what the judge holds (harness/isolation/gpu_memory.py), which must not grow under a group that started.
+                # counts what the judge holds (harness/isolation/gpu_memory.py), which must not grow under a group
+                # that started.
                 for other in self.solutions:
                     if not (other.get("load_error") or other.get("build_error")):
                         self.run.buffers_for(self.solutions.index(other), world, max(frames))
             buffers = self.run.buffers_for(self.solutions.index(sol), world, max(frames))
             # The other groups are parked (frozen, their CUDA held) from the end of their start or call to their next.
-            self.groups[key] = Group(sol["desc"], world, self.geometry, self.cpu, buffers, self.run, frames,
-                                     self.run.lock, profiling=bool(self.args.profile))
+            with self.breakdown.part("starts"):
+                self.groups[key] = Group(sol["desc"], world, self.geometry, self.cpu, buffers, self.run, frames,
+                                         self.run.lock, profiling=bool(self.args.profile))
             self.info.setdefault(sol["name"], self.groups[key].info)
         return self.groups[key]
 
@@ -185,10 +192,14 @@ class BenchPlan:
         # The references of the calls most runs make, decoded before the first call: the judge's own GPU work then
         # stays out of the gaps between timed calls (a GPU kept busy runs the next call warmer, hence slower).
         self.fresh.forget()
+        before = self.breakdown.spent["references"]
         for i in range(warmups + self.args.min_reps if timed and active else 0):
             if i - warmups != stored_at:
                 for sol in active:
                     self.fresh.checked(f"{workload}/{self.solutions.index(sol)}/{i}", t)
+        if not self.console.is_terminal and len(self.fresh.kept):   # a log shows progress too
+            self.console.print(f"{workload}: {len(self.fresh.kept)} references of fresh latents decoded in "
+                               f"{self.breakdown.spent['references'] - before:.0f} s; calls follow")
         task = progress.add_task(workload, total=(warmups + (self.args.min_reps if timed else 2)) * max(1, len(active)))
         while active:
             for sol in list(active):
@@ -206,7 +217,7 @@ class BenchPlan:
                 self.sampler.start(world)
                 try:
                     call = judged(self.groups[(sol["name"], world)], z, ref, allow, timeout, self.device,
-                                  atlas=self.atlas, key=(sol["name"], workload))
+                                  atlas=self.atlas, key=(sol["name"], workload), breakdown=self.breakdown)
                 except GroupFailed as err:
                     self.sampler.stop()
                     self.fail(sol, world, rec, err)

@@ -1,5 +1,7 @@
 """What a call's result is worth: the statuses, the one figures function, the one judge of figures against an
 allowance, and the statistics of timed calls. bench, ci and the data maker all use these."""
+from __future__ import annotations
+
 import math
 
 STATUSES = ("passed", "incorrect", "input modified", "tampering", "runtime error", "crash", "timeout", "build error",
@@ -27,7 +29,7 @@ def compared(out, ref, device):
         yield f, o, finite, d
 
 
-def figures(out, ref, device):
+def figures(out, ref, device) -> dict[str, float]:
     """{"max_abs", "rms", "psnr_db", "nonfinite", "outside", "frames_compared"} of a video against its reference
     (compared()); non-finite elements are counted and left out of the differences. Frames past the reference's are
     still checked for non-finite and out-of-range elements."""
@@ -49,7 +51,7 @@ def figures(out, ref, device):
             "reference_nonfinite": bad_ref}
 
 
-def judge(figs, allow):
+def judge(figs: dict, allow: dict[str, float]) -> tuple[str, str | None]:
     """(status, reason) of a call's figures against an allowance {"max_abs", "rms"}."""
     f, reasons = figs, []
     if f.get("reference_nonfinite"):      # a damaged data set, which every video would "match" (NaN compares false)
@@ -66,7 +68,7 @@ def judge(figs, allow):
     return ("incorrect", "; ".join(reasons)) if reasons else ("passed", None)
 
 
-def worst(problems):
+def worst(problems: list[tuple[str, str]]) -> tuple[str, str | None]:
     """(status, reason) of a list of (status, reason): the most severe status, every reason."""
     if not problems:
         return "passed", None
@@ -75,7 +77,7 @@ def worst(problems):
     return status, "; ".join(r for _, r in problems)
 
 
-def stats(samples):
+def stats(samples: list[float]) -> dict[str, float]:
     s = sorted(samples)
     n = len(s)
     median = s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
@@ -86,7 +88,7 @@ def stats(samples):
             "se_median_s": 1.2533 * std / math.sqrt(n) if n > 1 else math.inf}
 
 
-def compare_times(a, b):
+def compare_times(a: dict, b: dict) -> tuple[float, str]:
     """Solution a's timing stats against b's: (ratio b/a, 'faster' | 'slower' | 'same within noise')."""
     ratio = b["median_s"] / a["median_s"]
     noise = max(0.01, 2 * math.hypot(a["se_median_s"] / a["median_s"], b["se_median_s"] / b["median_s"]))
@@ -95,7 +97,7 @@ def compare_times(a, b):
     return ratio, "faster" if ratio > 1 else "slower"
 
 
-def objective(records, timed_workloads):
+def objective(records: dict, timed_workloads) -> tuple[float | None, bool, int]:
     """Geometric mean of the timed workloads' medians; complete only when every timed workload passed."""
     times = [r["median_s"] for w, r in records.items() if w in timed_workloads and r.get("median_s")]
     complete = all(records.get(w, {}).get("median_s") for w in timed_workloads)

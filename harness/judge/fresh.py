@@ -8,6 +8,7 @@ checked in part (a warm-up's first frames, say) could be wrong in the rest and s
 import secrets
 
 import spec
+from harness.judge.breakdown import NONE
 
 # The short clips (f1, f5, f17) are checked against fp32 everywhere: they are the first frames of the source that
 # f121 cuts too, so a stored one is told from a draw by its latents (a prefix of f121's, which come first), and where
@@ -16,8 +17,9 @@ SHORT_LATENT_FRAMES = max(spec.CLIPS[c]["latent_frames"] for c in spec.SHORT_CLI
 
 
 class Fresh:
-    def __init__(self, geometry, device, seed=None):
+    def __init__(self, geometry, device, seed=None, breakdown=None):
         self.geometry, self.device = geometry, device
+        self.breakdown = breakdown or NONE      # the judge's decodes count as its "references"
         self.seed = secrets.randbits(62) if seed is None else seed
         self.weights = None
         self.kept = {}
@@ -62,6 +64,10 @@ class Fresh:
         return torch.empty((1, 3, spec.frames(z.shape[2]), *g.video_hw), dtype=torch.float16)
 
     def need(self, max_frames):
+        with self.breakdown.part("references"):
+            return self._need(max_frames)
+
+    def _need(self, max_frames):
         """Bytes of GPU memory the judge's own work for one call takes beyond what it holds (its buffers, its
         weights), measured by doing that work now, before any group starts: a decode of fresh latents of two latent
         frames (the decoder's every path) in fp32 and bf16, read 1 of a video of `max_frames` latent frames, its
@@ -107,6 +113,10 @@ class Fresh:
         return {k: max(stored[k], drawn[k]) for k in stored}
 
     def full(self, z, release=False):
+        with self.breakdown.part("references"):
+            return self._full(z, release)
+
+    def _full(self, z, release=False):
         """(a reference video of all of z, its allowance): the fp32 decode with _allowance() (short clips) or the
         stored clip's allowance; or, with `release` and more than SHORT_LATENT_FRAMES latent frames, the release
         bf16 decode with the stored clip's allowance plus that clip's bf16 error, which any video within the

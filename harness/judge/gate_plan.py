@@ -28,6 +28,7 @@ import bounds
 import spec
 from harness.judge import checks, hardware
 from harness.judge.bench_plan import call_timeout, floored, judged, too_fast
+from harness.judge.breakdown import Breakdown
 from harness.judge.fresh import Fresh
 from harness.judge.group import Group, GroupFailed
 from harness.judge.session import ROOT, Session, excluded
@@ -53,6 +54,7 @@ class Gate:
         self.atlas = error_maps.Atlas(self.geometry, every=args.maps, report=args.report)
         self.info, self.solution = {}, None     # each world's ranks as they started; the solution described
         self.review = []                        # the audit's review notes (they fail only with --strict)
+        self.breakdown = Breakdown()
 
     def audit(self):
         """audit.py in a child process with a deadline (AUDIT_S, times --timeout-scale where that is above 1: a
@@ -144,7 +146,7 @@ class Gate:
     def call(self, group, name, t, world, case, first):
         z, ref, allow = case
         timeout = call_timeout(t, world, self.geometry, self.cpu, self.args.timeout_scale, first=first)
-        call = judged(group, z, ref, allow, timeout, self.device, atlas=self.atlas, key=name)
+        call = judged(group, z, ref, allow, timeout, self.device, atlas=self.atlas, key=name, breakdown=self.breakdown)
         return floored(call, t, world, self.peaks, self.geometry)
 
     def run(self, workloads):
@@ -158,7 +160,8 @@ class Gate:
                                                "decode, the allowance widened by its error")
         # f1 and f5 too: the allowances of fresh latents' first frames
         clips = sorted({spec.WORKLOADS[w].clip for w in workloads} | {"f1", "f5"}, key=list(spec.CLIPS).index)
-        data.make.ensure(clips, self.geometry)
+        with self.breakdown.part("data"):
+            data.make.ensure(clips, self.geometry)
         try:
             desc = describe(args.solution)
         except SolutionError as e:       # the solution's own failure, never the harness's
@@ -166,7 +169,8 @@ class Gate:
             return
         self.solution = {"name": desc.name, "path": desc.path, "hash": desc.content_hash}
         if desc.manifest.get("sources"):
-            err = build_in_child(desc.path, timeout=1200, exclude=excluded(not args.no_isolation))
+            with self.breakdown.part("builds"):
+                err = build_in_child(desc.path, timeout=1200, exclude=excluded(not args.no_isolation))
             if err:
                 self.add("build", "build error", plain(err))
                 return
@@ -179,7 +183,7 @@ class Gate:
         plans = {world: self.plan(workloads, world) for world in worlds}
         frames = {t for p in plans.values() for _, t, _ in p}
         self.buffers = run.buffers_for(0, max(worlds), max(frames))
-        self.fresh = Fresh(self.geometry, self.device, args.seed)
+        self.fresh = Fresh(self.geometry, self.device, args.seed, breakdown=self.breakdown)
         run.reserve_for_judge(self.fresh, max(frames), groups=1)     # one group alive at a time
         for world in worlds:
             self.world(desc, world, frames, plans[world])
@@ -192,12 +196,18 @@ class Gate:
         # And every planned draw decoded before it too: between two calls the judge then does the same work whatever
         # the next call is (a gap spent decoding a reference, which a solution can time, would tell the unseen calls
         # from the stored ones).
-        unseen = {key: self.case(t, key) for _, t, (kind, key) in todo if kind not in ("stored", "repeat")}
+        draws = [(t, key) for _, t, (kind, key) in todo if kind not in ("stored", "repeat")]
+        self.console.print(f"x{world}: decoding the references of {len(draws)} draws of fresh latents "
+                           f"({'fp32' if self.cpu or not self.args.release else 'fp32 and release bf16'}), then the calls")
+        before = self.breakdown.spent["references"]
+        unseen = {key: self.case(t, key) for t, key in draws}
+        self.console.print(f"x{world}: references decoded in {self.breakdown.spent['references'] - before:.0f} s")
         for name, t, (kind, key) in todo:
             if group is None:
                 try:
-                    group, first = Group(desc, world, self.geometry, self.cpu, self.buffers, self.run_, frames,
-                                         self.run_.lock), True
+                    with self.breakdown.part("starts"):
+                        group, first = Group(desc, world, self.geometry, self.cpu, self.buffers, self.run_, frames,
+                                             self.run_.lock), True
                     self.info.setdefault(f"x{world}", group.info)
                 except GroupFailed as e:
                     self.add(f"start x{world}", e.status, e.message)

@@ -1,6 +1,8 @@
 """What the judge accepts from a rank's lines (harness/rank/worker.py writes them; the solution can write any): their
 size, their form, the statuses a rank may give itself, and the type and range of every field the judge uses. Everything
 in them is plain text (console.plain) from here on."""
+from __future__ import annotations
+
 import json
 
 from harness.report.console import plain
@@ -19,12 +21,12 @@ READY = {"rank": int, "isolation": dict, "ipc_namespace": bool, "net_namespace":
 
 
 class GroupFailed(Exception):
-    def __init__(self, status, message, rank=None):
+    def __init__(self, status: str, message: str, rank: int | None = None):
         super().__init__(message)
         self.status, self.message, self.rank = status, message, rank
 
 
-def failure(rank, fields):
+def failure(rank: int, fields: dict) -> GroupFailed:
     """The GroupFailed of a rank's `error` line: a failure only (a rank cannot pass itself), and a harness error it
     reports is its own runtime error (its process is the solution's)."""
     where = f" in {fields['phase']}" if isinstance(fields.get("phase"), str) else ""
@@ -36,7 +38,7 @@ def failure(rank, fields):
     return GroupFailed(status, f"rank {rank}{where}: {str(fields.get('error'))[:4000]}", rank)
 
 
-def parse(line, rank):
+def parse(line: bytes, rank: int) -> tuple[str, dict]:
     """(kind, fields) of a rank's line, every string in it plain; a `done` past MAX_DONE bytes or a malformed line
     is tampering."""
     if line.startswith(b"done ") and len(line) > MAX_DONE:
@@ -52,7 +54,7 @@ def parse(line, rank):
     return plain(kind), fields
 
 
-def done(rank, f, nonce):
+def done(rank: int, f: dict, nonce: str) -> None:
     """A rank's `done`: this call's nonce (none can be written before `go`), and nothing but call and nonce."""
     if f.get("nonce") != nonce:
         raise GroupFailed("tampering", f"rank {rank} sent a `done` that does not answer this call's `go`", rank)
@@ -60,7 +62,7 @@ def done(rank, f, nonce):
         raise GroupFailed("tampering", f"rank {rank} sent a `done` with fields other than call and nonce", rank)
 
 
-def ready(rank, f):
+def ready(rank: int, f: dict) -> dict:
     """A rank's `ready`, its fields checked as report()'s are (what it says of itself is recorded, never
     believed: the isolation in force is the judge's own finding)."""
     def fine(v, kind):
@@ -74,7 +76,7 @@ def ready(rank, f):
         raise GroupFailed("tampering", f"rank {rank} sent a malformed ready (fields {bad[:5]})", rank)
     return f
 
-def report(rank, f):
+def report(rank: int, f: dict) -> dict:
     """A rank's report, its fields checked: malformed is tampering (its figures are diagnostics only)."""
     ok = _count(f.get("t0")) and _count(f.get("t1")) and f["t1"] >= f["t0"] and (f.get("peak") is None or _count(f.get("peak"))) and \
         isinstance(f.get("problems"), list) and \

@@ -3,7 +3,7 @@
 Freezing a group (SIGSTOP, the cgroup freezer) stops its threads, not the GPU work they queued: a rank could
 answer `done` with seconds of kernels queued behind it (from a thread of its own, after the rank's synchronise) and
 they would run beside the next solution's call, slowing it (on one H200, 100 matmuls took 377 ms beside another
-process's queued ones, 161 ms alone: `results/h200/judge/gpu_lock_probe.py`). So between its calls each rank's CUDA
+process's queued ones, 161 ms alone: `tools/judge/gpu_lock_probe.py`). So between its calls each rank's CUDA
 is held by the driver's process lock (cuCheckpointProcessLock, CUDA 12.8+ drivers), which first completes the work
 the process submitted, then blocks its further CUDA calls until the judge unlocks it just before the rank's next
 `go`. Work still queued HOLD_S after a call is the rank's tampering. The driver refuses to lock a process with

@@ -172,7 +172,7 @@ class Buffers:
         """Give torch's cached, unused GPU memory of this process back to the driver before a rank's call: the
         judge's own GPU work (references of fresh latents, figures, error maps) leaves its results there, and a
         CUDA IPC memory handle names its allocation by the exporter's pid and a small number, and a rank can make
-        one for any allocation this process exported (results/h200/judge/ipc_handle_probe.py; the driver refuses
+        one for any allocation this process exported (tools/judge/ipc_handle_probe.py; the driver refuses
         allocations never exported, ipc_forge_probe.py). Afterwards the judge holds on a GPU only these buffers,
         their staged latents and pristine weights, and only these buffers were ever exported."""
         if not self.cpu:

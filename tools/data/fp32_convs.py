@@ -2,7 +2,7 @@
 geometry's biggest convs in fp32, each timed and checked against an fp64 conv of the same inputs. One command, about
 two to three minutes on one H200 (`--budget` stops it earlier):
 
-    python results/h200/data/fp32_convs.py            # on the GPU; --cpu: a small smoke run of the same code
+    python tools/data/fp32_convs.py            # on the GPU; --cpu: a small smoke run of the same code
 
 Per conv shape, the candidates (a causal conv's input buffer holds its 2 cached frames, then the new ones):
 - ref:       what reference.causal_conv3d runs: contiguous NCDHW, F.pad, F.conv3d; cudnn.benchmark off (torch's
@@ -40,7 +40,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")))
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 import reference  # noqa: E402
 import spec  # noqa: E402
 from data import synth  # noqa: E402

@@ -1,13 +1,13 @@
 """The precision census's time on the full geometry: the baseline's prepare() on random bf16 weights, then
 harness.rank.census.narrow over what it returned, twice (run from the repository's root).
 
-    python results/h200/judge/census_time.py
+    python tools/judge/census_time.py
 """
 import os
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 import torch  # noqa: E402
 

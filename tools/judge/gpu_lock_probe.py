@@ -2,7 +2,7 @@
 (cuCheckpointProcessLock: blocks the process's further CUDA calls and completes the work it already submitted),
 called from a parent on a child that queues GPU work and returns without waiting for it.
 
-    python results/h200/judge/gpu_lock_probe.py
+    python tools/judge/gpu_lock_probe.py
 
 Prints: the lock and unlock times of an idle child; a lock with a short timeout while the child has seconds of work
 queued (its result and time); the parent's own matmuls timed beside a child's queued work, with and without a lock

@@ -3,14 +3,14 @@
 # prints what it needs beside the maker's own tables (the decode tasks: per task its worker, seconds and TFLOP/s; the
 # fp32 decodes' rate; the calibration): the machine, the software, the commit, and the command's wall time.
 #
-#   results/h200/data/time_make.sh [CLIPS [MAKE ARGS...]]   # CLIPS: a comma list for --clips, or "all"
+#   tools/data/time_make.sh [CLIPS [MAKE ARGS...]]   # CLIPS: a comma list for --clips, or "all"
 #
 # (e.g. `time_make.sh f17 --tiny` is a smoke run on the CPU).
 # Default clips: the whole set with two or more GPUs (about 5 minutes on two H200s at the fp32 rate measured so far);
 # with one GPU f241 alone (one source, 61 latent frames: about 3 minutes), since the whole set there takes about
 # 9 minutes at that rate. `python -m data.make --check` (about a minute) is a separate command.
 set -euo pipefail
-cd "$(dirname "$0")/../../.."
+cd "$(dirname "$0")/../.."
 gpus=$(python -c "import torch; print(torch.cuda.device_count())")
 clips=${1:-$([ "$gpus" -ge 2 ] && echo all || echo f241)}
 data=$(mktemp -d "${TMPDIR:-/tmp}/data-make.XXXXXX")

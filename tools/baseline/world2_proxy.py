@@ -6,7 +6,7 @@ where two ranks exchange halo rows), without the exchanges and gathers; the whol
 Prints the median wall time of --reps calls (each between two synchronizes), the time run() took to return (the
 launches), and with --profile the GPU's busy time in one profiled call and its largest kernels.
 
-    python results/h200/world2/proxy.py --rows 22 --chunk 2 [--no-winograd] [--frames 31] [--profile]
+    python tools/baseline/world2_proxy.py --rows 22 --chunk 2 [--no-winograd] [--frames 31] [--profile]
 """
 import argparse
 import os
@@ -14,7 +14,7 @@ import statistics
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 import torch  # noqa: E402
 

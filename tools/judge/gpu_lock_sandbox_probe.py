@@ -2,7 +2,7 @@
 confined by one step of the rank's lockdown at a time (harness/isolation/seccomp.py, harness/isolation/ipc.py,
 harness/isolation/landlock.py), then by all of them, starts CUDA and waits; the parent locks it.
 
-    python results/h200/judge/gpu_lock_sandbox_probe.py
+    python tools/judge/gpu_lock_sandbox_probe.py
 
 Prints each case's CUresult (0: locked; 801: not supported)."""
 import ctypes
@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 CHILD = r"""
 import glob, os, sys

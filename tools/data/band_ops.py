@@ -22,7 +22,7 @@ allocated: the variants' figures are those of a process short of memory. The oth
 - --per-op: bit-exact digests of every conv call's input and output, band against whole: the calls whose input agrees
   and output does not.
 
-    python results/h200/data/band_ops.py [--variants ""] [--frames 3] [--plain] [--per-op] [--hog 110]   # --cpu: tiny
+    python tools/data/band_ops.py [--variants ""] [--frames 3] [--plain] [--per-op] [--hog 110]   # --cpu: tiny
 """
 import argparse
 import contextlib
@@ -33,7 +33,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")))
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 import reference  # noqa: E402
 import spec  # noqa: E402
 from data import bands, synth  # noqa: E402

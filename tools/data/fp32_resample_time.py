@@ -2,14 +2,14 @@
 latent frames of the full geometry (seed 0's synthetic weights and latents), one untimed call of each first, then
 two timed calls of each. Without band_exact the resample's conv2d is cuDNN's 2d conv and the norms F.normalize.
 
-    python results/h200/data/fp32_resample_time.py
+    python tools/data/fp32_resample_time.py
 """
 import contextlib
 import os
 import sys
 import time
 
-sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")))
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 import torch  # noqa: E402
 
 import reference  # noqa: E402

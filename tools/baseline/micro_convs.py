@@ -1,6 +1,7 @@
-"""The micro-benchmark behind results/h200/micro_convs.txt (run on the H200 with `python3 micro_convs.py`): cuDNN
-bf16 channels-last convs of the decoder's shapes, padding inside the conv or by F.pad, the resample as upsample + 3x3 or
-as one 2x2 phase conv, the time conv whole or in halves, conv_out. A record of how the figures were made."""
+"""The micro-benchmark behind results/h200/micro_convs.txt (`python3 tools/baseline/micro_convs.py`; run on the H200
+from results/h200/, where it lay then, as `python3 micro_convs.py`): cuDNN bf16 channels-last convs of the decoder's
+shapes, padding inside the conv or by F.pad, the resample as upsample + 3x3 or as one 2x2 phase conv, the time conv
+whole or in halves, conv_out. A record of how the figures were made."""
 import torch, torch.nn.functional as F, time, sys
 torch.backends.cudnn.benchmark = True
 dev = "cuda"; bf = torch.bfloat16

@@ -2,7 +2,7 @@
 (cuCheckpointProcessLock) refuse a process? A child at world 1 starts the group as a rank does (harness/rank/worker.py),
 with NCCL's cuMem allocations on (its default) and off, then after a first collective; the parent locks it.
 
-    python results/h200/judge/gpu_lock_nccl_probe.py
+    python tools/judge/gpu_lock_nccl_probe.py
 
 Prints each case's CUresult (0: locked; 801: not supported)."""
 import ctypes

@@ -10,7 +10,7 @@ full geometry's bf16 bytes), and the peak of the live tensors that the decode al
 events, counting the kernels' PyTorch twins and the CPU's convolutions by what they leave allocated, not their temporaries (on the GPU the
 Triton kernels allocate nothing and cuDNN's workspace is its own). Where that peak falls is printed too.
 
-    python results/h200/peak_memory.py solutions/baseline [--cpu] [--frames T]
+    python tools/baseline/peak_memory.py solutions/baseline [--cpu] [--frames T]
 """
 import argparse
 import bisect

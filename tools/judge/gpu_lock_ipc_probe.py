@@ -2,7 +2,7 @@
 maps a tensor of its parent's through CUDA IPC (as a rank maps the judge's buffers), a child whose tensor the parent
 maps, a child with managed memory.
 
-    python results/h200/judge/gpu_lock_ipc_probe.py
+    python tools/judge/gpu_lock_ipc_probe.py
 
 Prints each case's CUresult (0: locked; 801: not supported) and the lock's time."""
 import base64

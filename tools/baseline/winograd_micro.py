@@ -1,5 +1,5 @@
 """Winograd F(2x2,3x3) (solutions/baseline/winograd.py) against cuDNN's direct conv3d on the decoder's 3x3x3
-causal convs: `python results/h200/winograd/micro.py`.
+causal convs: `python tools/baseline/winograd_micro.py`.
 
 Per level: a channels-last bf16 input buffer (2 cached + n new frames), bf16 weights; cuDNN (benchmark mode, as the
 baseline runs it) and winograd.conv with 32 and 64 tiles per program, then its three steps timed alone (input
@@ -11,7 +11,7 @@ import os
 import statistics
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
 import torch  # noqa: E402

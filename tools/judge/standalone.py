@@ -1,4 +1,4 @@
-"""Time one solution with no harness around it: `python results/h200/standalone.py SOLUTION [--clip f121]
+"""Time one solution with no harness around it: `python tools/judge/standalone.py SOLUTION [--clip f121]
 [--reps 10] [--gap S]`, for the judge's overhead (bench's median beside this one, same GPU, one run).
 
 One process on GPU 0: the stored latents and weights, prepare(), one warm-up call, then each call between two

@@ -23,7 +23,7 @@ print(f"+6 GiB pinned {usage():.2f} GiB (not ended)", flush=True)
 
 
 def main():
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     os.environ["WAN_GROUP_MEMORY"] = str(CAP)
     from harness.isolation import cgroup
     j = cgroup.Cgroup.make(f"wan-{os.getpid()}-probe-memory")

@@ -17,7 +17,9 @@ Timing (per call; the method, in harness/judge/group.py):
   4. The judge reads `out` at once and judges that copy; it reads `out` again after the figures: a change means a
      rank said `done` before its work was finished (tampering).
   Warm-up calls (checked like the rest) precede the timed ones. Timed calls repeat until the standard error of the
-  median is under 0.5% of it after at least --min-reps, or until --time-cap seconds of calls, or --max-reps.
+  median is under 0.5% of it after at least --min-reps, or until --time-cap seconds of calls, or --max-reps (20 on
+  GPUs; 5 on the CPU, whose tiny geometry's times say nothing of a GPU and where the judge's fp32 decodes of the fresh
+  latents take most of the run).
 
 Checking (every call, in the judge): every element finite and in [-1, 1] (NaN left from the poison means an
 unwritten element); max|d| and rms(d) within the allowance against the fp32 reference (stored latents) or the
@@ -64,6 +66,8 @@ from harness.judge import checks, hardware
 from harness.judge.checks import STATUSES  # noqa: F401 (bench.STATUSES)
 from harness.report import console as console_module, html, plot, profile
 
+MAX_REPS, MAX_REPS_CPU = 20, 5      # timed calls at most per workload and solution, by default
+
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description="Check and time solutions on the task's workloads.",
@@ -75,7 +79,8 @@ def parse_args(argv):
     p.add_argument("--json", help="write every figure, sample and status here")
     p.add_argument("--warmup", type=int, default=1, help="warm-up calls per timed workload (checked, not timed)")
     p.add_argument("--min-reps", type=int, default=3, help="timed calls at least")
-    p.add_argument("--max-reps", type=int, default=20, help="timed calls at most")
+    p.add_argument("--max-reps", type=int, help=f"timed calls at most (default {MAX_REPS} on GPUs, {MAX_REPS_CPU} "
+                                                 f"on the CPU)")
     p.add_argument("--time-cap", type=float, default=60.0, help="seconds of timed calls per workload and solution")
     p.add_argument("--timeout-scale", type=float, default=1.0, help="scale the per-call timeouts")
     p.add_argument("--no-make", action="store_true", help="fail instead of making missing data")
@@ -87,7 +92,7 @@ def parse_args(argv):
     args = p.parse_args(argv)
     for name, value, least in (("--warmup", args.warmup, 0), ("--min-reps", args.min_reps, 1),
                                ("--max-reps", args.max_reps, max(1, args.min_reps))):
-        if value < least:
+        if value is not None and value < least:
             p.error(f"{name} must be at least {least} (got {value})")
     if not (args.time_cap > 0 and args.timeout_scale > 0):
         p.error(f"--time-cap and --timeout-scale must be positive (got {args.time_cap:g}, {args.timeout_scale:g})")
@@ -190,6 +195,8 @@ def bench(args, console):
         console.print("No CUDA GPU is visible: running the TINY geometry on the CPU (gloo). Its times say nothing "
                       "about a GPU; pass --tiny to choose this explicitly.", style="yellow")
     geometry = spec.TINY if cpu else spec.FULL
+    if args.max_reps is None:
+        args.max_reps = max(args.min_reps, MAX_REPS_CPU if cpu else MAX_REPS)
     args.gpus, args.gpu_name, args.gpu_key = gpus, gpu_name, hardware.gpu_key(gpu_name)
     breakdown = Breakdown()
     planned = plan(args, console, gpus, cpu)

@@ -15,7 +15,6 @@ impossibly-fast check call `bound` from here.
 import argparse
 import json
 import math
-import os
 import sys
 
 import spec

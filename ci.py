@@ -22,7 +22,6 @@ writes the checks, their maps and the environment as DIR/index.html.
 """
 import argparse
 import json
-import os
 import sys
 import time
 import xml.etree.ElementTree as ET

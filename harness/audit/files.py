@@ -13,7 +13,7 @@ import tokenize
 
 import yaml
 
-from harness.audit import findings, rules
+from harness.audit import findings
 from harness.load import tree
 
 PY_SUFFIX = (".py",)

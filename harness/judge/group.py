@@ -224,7 +224,6 @@ class Group(Pipes, Caps):
     def call(self, z, timeout, profile=False):
         """Run one call on latents `z` (CPU bf16 [1, C, T, h, w]); returns (seconds, read 1 of out, reports,
         problems found by the judge). The caller checks read 1 and then calls `settled(read1)`."""
-        torch = self.buffers.torch
         self.calls += 1
         call, t = self.calls, z.shape[2]
         n = z.numel()

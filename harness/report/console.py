@@ -2,7 +2,6 @@
 and the environment that the JSON records (commit, changed files, GPUs, data manifest, isolation)."""
 import datetime
 import hashlib
-import json
 import os
 import platform
 import re

@@ -24,7 +24,6 @@ gathers the keys and values; rank 0 gathers the video bands into out.
 import warnings
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 
 import reference

@@ -6,7 +6,6 @@ harness/isolation/landlock.py), then by all of them, starts CUDA and waits; the 
 
 Prints each case's CUresult (0: locked; 801: not supported)."""
 import ctypes
-import glob
 import os
 import subprocess
 import sys

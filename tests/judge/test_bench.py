@@ -11,7 +11,7 @@ import pytest
 
 import spec
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BROKEN = os.path.join(ROOT, "tests", "broken")
 
 
@@ -388,7 +388,7 @@ def test_a_solutions_lines_never_start_where_the_judges_do(tiny_data, tmp_path):
     """A message of many lines (a PASS of its own, a failure blamed on the solution beside it): on the console each
     line after its first is indented behind console.QUOTE."""
     from harness.report.console import QUOTE
-    cheat = os.path.join(os.path.dirname(__file__), "cheats", "forges_the_console.py")
+    cheat = os.path.join(ROOT, "tests", "cheats", "forges_the_console.py")
     p = bench(tiny_data, "solutions/reference", cheat, "--workloads", "f1x1", "--json", str(tmp_path / "r.json"),
               timeout=300)
     rec = json.loads((tmp_path / "r.json").read_text())["solutions"]["forges_the_console"]["workloads"]["f1x1"]

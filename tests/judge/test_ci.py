@@ -12,7 +12,7 @@ import pytest
 import spec
 from harness.report.console import QUOTE
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CHEATS = os.path.join(ROOT, "tests", "cheats")
 
 
@@ -54,7 +54,7 @@ def test_honest_solutions_pass(tiny_data, tmp_path, solution, workloads):
 
 
 # cheat -> (exit code, check name, status, a phrase of the reason). Each runs on f1x1 and f5x1 plus fresh latents.
-# The audit's findings on the cheats only it sees are tests/test_audit.py's, and the gate's review notes on them
+# The audit's findings on the cheats only it sees are tests/audit/test_audit.py's, and the gate's review notes on them
 # test_what_only_the_audit_sees_is_a_review_note's; side_thread.py's review note and its runtime failure are shown
 # together by test_audit_findings_are_reported_beside_the_dynamic_checks.
 EXPECTED = {
@@ -382,7 +382,7 @@ def test_an_audit_that_does_not_end_fails_the_gate(monkeypatch):
 
 def test_on_gpus_the_gate_checks_every_fresh_call_against_fp32_unless_told():
     """The gate holds fresh long clips to the task's rule (the fp32 decode, the stored allowance): only --release
-    asks for the release bf16 decode, widened (see tests/test_trust.py's marks_by_pid for why)."""
+    asks for the release bf16 decode, widened (see tests/trust/test_trust.py's marks_by_pid for why)."""
     import types
     from harness.judge import gate_plan
     asked = []

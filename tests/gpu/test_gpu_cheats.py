@@ -1,4 +1,4 @@
-"""The runtime defences on a CUDA GPU (`python -m pytest -m gpu`): the cheats that tests/test_trust.py runs on the
+"""The runtime defences on a CUDA GPU (`python -m pytest -m gpu`): the cheats that tests/trust/test_trust.py runs on the
 CPU's tiny geometry, here through bench at world 1 on the full geometry, each beside the reference, which must still
 pass. Each fails for the reason it fails on the CPU: on a GPU the rank also holds CUDA (the judge's lent buffers, the
 driver's hold between calls), and none of that may open a way round the lock."""
@@ -10,7 +10,8 @@ import sys
 import pytest
 import torch
 
-from test_trust import CHEATS, EXPECTED, INPUTS, PROFILE, ROOT
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "trust"))
+from test_trust import CHEATS, EXPECTED, INPUTS, PROFILE, ROOT  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

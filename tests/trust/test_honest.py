@@ -1,7 +1,7 @@
 """The honest corpus (tests/honest/, and the repository's diffusers solution): decoders written the way users write
 them, each showing a pattern the audit notes but the gate must pass (docs/audit.md). Each passes bench and the gate
 with no failing finding and no allowance comment: the CPU ones on the tiny geometry here, the GPU ones under
-`-m gpu` (tests/test_gpu.py)."""
+`-m gpu` (tests/gpu/test_gpu.py)."""
 import json
 import os
 import subprocess
@@ -11,7 +11,7 @@ import pytest
 
 import audit
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HONEST = os.path.join(ROOT, "tests", "honest")
 
 # solution (a path from the repository's root) -> the audit's review notes it must raise (rules), at least

@@ -13,7 +13,7 @@ import pytest
 import audit
 from harness.audit import files, rules
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUN = "def run(z, weights, rank, world, pg, out):\n    pass\n"
 
 
@@ -1160,7 +1160,7 @@ def test_what_is_no_regular_file_is_a_finding_and_never_read(tmp_path):
     assert [(f.file, f.reason) for f in single.findings] == [
         (os.path.join("__pycache__", f"one.{sys.implementation.cache_tag}.pyc"),
          "cannot read: a FIFO, expected a regular file")]
-    cheats = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cheats", "shares_a_build")
+    cheats = os.path.join(ROOT, "tests", "cheats", "shares_a_build")
     assert audit.audit(os.path.join(cheats, "honest")).ok
     assert [(f.file, f.rule) for f in audit.audit(os.path.join(cheats, "evil")).findings] == [
         ("kern.inl", "narrow-numerics")]

@@ -5,8 +5,10 @@ import os
 import pytest
 import torch
 
+import fixtures
 import reference
 import spec
+from fixtures import FIXTURES
 from harness.isolation import users
 from helpers import baseline, random_weights
 
@@ -387,11 +389,9 @@ def test_the_judge_drops_its_cached_gpu_memory_before_a_call():
     assert lent.untyped_storage().nbytes() >= 10 << 20
 
 
-# ----- the honest corpus on a GPU (tests/trust/test_honest.py on the CPU) ------------------------------------------------
+# ----- the honest corpus on a GPU (tests/trust/test_honest.py on the CPU) ---------------------------------------------
 
-HONEST = ["tests/honest/module_tree", "tests/honest/module_cache.py", "tests/honest/thread_pool.py",
-          "tests/honest/compiled.py", "tests/honest/cpp_extension", "tests/honest/workspace.py",
-          "tests/honest/cuda_graph.py", "solutions/diffusers"]
+HONEST = [f.path for f in FIXTURES if f.kind == fixtures.HONEST and f.audit is not None]     # tests/fixtures.py
 
 
 @cuda

@@ -105,7 +105,7 @@ def breakdown(t, geometry=spec.FULL):
 
 
 # What the shipped baseline executes (solutions/baseline): Winograd F(2x2,3x3) for the causal 3x3x3 convs at these
-# spatial scales (16 of 36 multiplies; its WINOGRAD_LEVELS, tests/test_bounds.py keeps the two equal), and every
+# spatial scales (16 of 36 multiplies; its WINOGRAD_LEVELS, tests/task/test_bounds.py keeps the two equal), and every
 # resample as four 2x2 phase convs (4/9 of the 3x3 conv after the 2x upsample).
 BASELINE_WINOGRAD_SCALES = (1, 2, 4)
 

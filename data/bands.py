@@ -147,7 +147,7 @@ def decode(z, weights, band, out, progress=None):
 def tolerance(video):
     """How far a band's values may be from the whole decode's: 2^6 fp32 epsilons of the video's scale (its largest
     magnitude, at most 1 after the clamp). The convs' summation orders differ with their shapes, and the rounding
-    differences grow through the decoder's ~40 layers: up to 1.4e-6 measured on the CPU (tests/test_data_split.py),
+    differences grow through the decoder's ~40 layers: up to 1.4e-6 measured on the CPU (tests/data/test_data_split.py),
     5 times below this bound."""
     scale = video.abs().max().item() if video.numel() else 0.0
     return 2 ** 6 * torch.finfo(torch.float32).eps * scale

@@ -1,4 +1,5 @@
-"""Shared fixtures. The repository root is importable (spec, reference, loader, bench ...) from every test."""
+"""Shared fixtures. The repository root is importable (spec, reference, loader, bench ...) from every test, and so is
+tests/ (helpers, kernel_checks, conftest) from the test files in its subsystems' folders (tests/judge/, ...)."""
 import os
 import shutil
 import subprocess
@@ -6,9 +7,13 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+TESTS = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(TESTS)
+# The test folders (tests/audit/, tests/data/, ...) have no __init__.py: pytest imports each test file by its base
+# name (unique across the folders), and a folder of tests never hides the repository's audit.py or data/.
+for path in (TESTS, ROOT):
+    if path not in sys.path:
+        sys.path.insert(0, path)
 
 
 @pytest.fixture(scope="session")

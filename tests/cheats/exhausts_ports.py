@@ -1,6 +1,6 @@
 """Cheat (deny the next solutions their rendezvous): prepare puts every ephemeral port of 127.0.0.1 in TIME_WAIT (bind
 port 0, connect to its own listener, close the client side first), then the calls run honestly. Run it only in a
-network namespace of its own (tests/test_bench.py): it takes the machine's loopback ports for a minute. It stops
+network namespace of its own (tests/judge/test_bench.py): it takes the machine's loopback ports for a minute. It stops
 after SPEND_S too: in the rank's own network namespace (isolation) the range is the kernel's default, tens of
 thousands of ports, and a bind near a full range can take long enough to time the start out."""
 import socket

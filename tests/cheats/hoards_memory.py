@@ -2,7 +2,7 @@
 each, every one smaller than a rank, and keeps them: the kernel's out-of-memory killer takes the largest process
 among the ranks (every rank's oom_score_adj is 1000), so on a host short of memory it would end another solution's
 rank rather than any of these. The group's memory cgroup counts them together: past its cap the kernel ends one of
-this group's processes, and the judge fails the group (tests/test_trust.py runs it under a cap of 1 GiB, beside an
+this group's processes, and the judge fails the group (tests/trust/test_trust.py runs it under a cap of 1 GiB, beside an
 honest solution that passes under the same cap)."""
 import os
 import time

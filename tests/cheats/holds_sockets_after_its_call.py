@@ -1,7 +1,7 @@
 """Cheat (deny a neighbour's call the host's pools while its own group idles): after its call, a thread of the rank
 (hidden from the rank's thread check, which is the solution's to change) opens more sockets than a group may hold
 and keeps them. The judge counts what a group holds whenever it freezes it (between its calls): over a cap, the group
-is killed at once and fails at its next call (tests/test_procs.py)."""
+is killed at once and fails at its next call (tests/isolation/test_procs.py)."""
 import socket
 import sys
 import threading

@@ -1,5 +1,5 @@
 """harness/isolation/gpu_memory.py against a stand-in NVML: a group's GPU memory against its cap, and whose an
-out-of-memory error in the judge's checks is (the real driver: tests/test_gpu.py's starves_the_judge)."""
+out-of-memory error in the judge's checks is (the real driver: tests/gpu/test_gpu.py's starves_the_judge)."""
 import os
 import sys
 import types

@@ -12,7 +12,8 @@ import pytest
 import loader
 from harness.load import tree
 
-CHEATS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cheats")
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))      # tests/: the fixture folders
+CHEATS = os.path.join(TESTS, "cheats")
 TWINS = [os.path.join(CHEATS, "shares_a_build", twin) for twin in ("honest", "evil")]
 
 
@@ -129,7 +130,7 @@ def test_not_a_solution(tmp_path):
 
 def test_build_error_names_the_solution(tmp_path, monkeypatch):
     monkeypatch.setenv("WAN_BUILD_DIR", str(tmp_path / "build"))
-    broken = os.path.join(os.path.dirname(__file__), "broken", "build_error")
+    broken = os.path.join(TESTS, "broken", "build_error")
     with pytest.raises(loader.SolutionError, match="build-error: building broken_ext failed"):
         loader.load(broken)
 
@@ -158,7 +159,7 @@ def test_a_build_that_fills_its_disk_fails_and_leaves_no_cache(tmp_path, monkeyp
     same build passes and the judge reads only the tail of its output."""
     from harness.isolation import disk
     monkeypatch.setenv("WAN_BUILD_DIR", str(tmp_path / "build"))
-    cheat = os.path.join(os.path.dirname(__file__), "cheats", "fills_its_build")
+    cheat = os.path.join(TESTS, "cheats", "fills_its_build")
     build = loader.build_dir(loader.describe(cheat))
     monkeypatch.setattr(disk, "BUILD_CAP", 64 << 20)
     assert loader.build_in_child(cheat, timeout=600) is None

@@ -6,7 +6,7 @@ import sys
 
 from harness.judge import rank_env
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_a_package_on_the_judges_pythonpath_imports_in_every_rank(tiny_data, tmp_path):

@@ -1,4 +1,4 @@
-"""The runtime defences on a CUDA GPU (`python -m pytest -m gpu`): the cheats that tests/test_trust.py runs on the
+"""The runtime defences on a CUDA GPU (`python -m pytest -m gpu`): the cheats that tests/trust/test_trust.py runs on the
 CPU's tiny geometry, here through bench at world 1 on the full geometry, each beside the reference, which must still
 pass. Each fails for the reason it fails on the CPU: on a GPU the rank also holds CUDA (the judge's lent buffers, the
 driver's hold between calls), and none of that may open a way round the lock."""
@@ -10,7 +10,11 @@ import sys
 import pytest
 import torch
 
-from test_trust import CHEATS, EXPECTED, INPUTS, PROFILE, ROOT
+import fixtures
+from fixtures import CHEAT, FIXTURES
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CHEATS = os.path.join(ROOT, "tests", "cheats")
 
 pytestmark = pytest.mark.gpu
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -19,20 +23,21 @@ cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GP
 # what its caching allocator keeps: a few at a time leave the judge its share of the GPU
 # (harness/isolation/gpu_memory.py).
 BATCH = 9
-# Where a GPU fails a cheat for another reason than the CPU: the driver refuses to hold a process whose first thread
-# has ended (the hold comes before the count of sockets); the two cheats on the CPU's buffer files (a memory file,
-# its mapping's tail) find no file on a GPU and fail on their own.
-ON_GPU = {"ends_its_first_thread.py": ("tampering", "the driver refused to hold its CUDA between calls"),
-          "truncates_out.py": ("runtime error", "no descriptor of out found"),
-          "weights_tail.py": ("crash", "rank 0 died")}
-GPU_EXPECTED = {**EXPECTED, **ON_GPU}
+# What bench must report of each cheat (tests/fixtures.py): test_trust's runs of the cheats beside the reference,
+# under --profile and on the inputs. Where a GPU fails a cheat for another reason than the CPU, `gpu` says it: the
+# driver refuses to hold a process whose first thread has ended (the hold comes before the count of sockets); the two
+# cheats on the CPU's buffer files (a memory file, its mapping's tail) find no file on a GPU and fail on their own.
+GPU_EXPECTED = {f.name: f.gpu or f.bench for f in FIXTURES
+                if f.kind == CHEAT and f.bench and f.bench.run == fixtures.BESIDE}
+PROFILE = {f.name: f.bench for f in FIXTURES if f.kind == CHEAT and f.bench and f.bench.run == fixtures.PROFILED}
+INPUTS = {f.name: f.bench for f in FIXTURES if f.kind == CHEAT and f.bench and f.bench.run == fixtures.INPUTS}
 RUNTIME = sorted(GPU_EXPECTED)
 BATCHES = [tuple(RUNTIME[i:i + BATCH]) for i in range(0, len(RUNTIME), BATCH)]
 # The cheats on the inputs: those of a group's start and of a prediction of fresh latents on f5x1; the replays on
 # f121x1, whose timed calls repeat the stored latents (with the GPU's time per frame a replay is below the roofline
 # floor or faster than the unseen calls, whichever its sleep makes it).
-CENSUS = tuple(c for c, (workload, *_) in sorted(INPUTS.items()) if workload == "f5x1")
-REPLAYS = tuple(c for c, (workload, *_) in sorted(INPUTS.items()) if workload == "f121x1")
+CENSUS = tuple(c for c, bench in sorted(INPUTS.items()) if bench.workload == "f5x1")
+REPLAYS = tuple(c for c, bench in sorted(INPUTS.items()) if bench.workload == "f121x1")
 REPLAYED = (("impossible", "below the roofline floor"), ("tampering", "faster on repeated inputs"),
             ("incorrect", "max|d|"))
 
@@ -73,7 +78,7 @@ def test_bench_fails_the_cheats_on_the_inputs_on_the_gpu(tmp_path, cheats, workl
     for cheat, (status, reason) in got.items():
         print(f"\n{cheat}: {status}: {reason[:200]}")
     if workload == "f5x1":
-        wrong = {c: got[c] for c in cheats if (got[c][0], INPUTS[c][2] in got[c][1]) != (INPUTS[c][1], True)}
+        wrong = {c: got[c] for c in cheats if (got[c][0], INPUTS[c].phrase in got[c][1]) != (INPUTS[c].status, True)}
     else:
         wrong = {c: got[c] for c in cheats if not any(s == got[c][0] and r in got[c][1] for s, r in REPLAYED)}
     assert not wrong, wrong

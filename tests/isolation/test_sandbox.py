@@ -10,7 +10,7 @@ import pytest
 
 from harness.isolation import landlock
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HARNESS = os.path.join(ROOT, "harness")
 ABI = landlock.abi()
 needs_landlock = pytest.mark.skipif(ABI == 0, reason="Landlock unavailable (non-Linux, old kernel or disabled): "

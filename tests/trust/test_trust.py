@@ -1,105 +1,30 @@
 """The judge/sandbox split and the unpredictable inputs against hostile solutions, through the real launcher on the
 tiny geometry: each cheat of tests/cheats/ below fails for its reason under bench (which has no audit) and under ci
-with the audit switched off, so the runtime layer holds alone."""
+with the audit switched off, so the runtime layer holds alone. The reasons of the cheats run in batches are
+tests/fixtures.py's (`bench`, `ci_runtime`)."""
 import json
 import os
 import subprocess
 import sys
-import tempfile
 
 import pytest
 
-from harness.isolation import users
+import fixtures
+from fixtures import CHEAT, FIXTURES
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CHEATS = os.path.join(ROOT, "tests", "cheats")
-USERS = users.Users().why_not is None      # ranks under users of their own (harness/isolation/users.py)
-
-# cheat -> (status, a phrase of the reason)
-EXPECTED = {
-    "forges_lines.py": ("tampering", "does not answer this call's `go`"),
-    "early_done.py": ("tampering", "out changed after done"),
-    "hooks_before_window.py": ("tampering", "replaced torch.Tensor.contiguous"),
-    "hooks_after_window.py": ("tampering", "elements not finite"),
-    "reads_data_folder.py": ("runtime error", "PermissionError"),
-    "writes_repository.py": ("runtime error", "PermissionError"),
-    "tmp_cache.py": ("runtime error", "PermissionError"),
-    "reads_reference.py": ("tampering", "read the decoy references"),
-    "child_process.py": ("tampering", "processes left running after the call"),
-    "spawns_in_prepare.py": ("tampering", "processes left running after prepare"),
-    "detaches_quietly.py": ("tampering", "processes left running after the call"),
-    "forges_a_pass.py": ("tampering", "reported the status 'passed'"),
-    "json_bomb.py": ("tampering", "sent a malformed line"),
-    "endless_line.py": ("tampering", "sent a line of more than"),
-    "truncates_out.py": ("runtime error", "PermissionError"),
-    "leaves_its_cgroup.py": ("tampering", "processes left running after the call"),
-    "floods_scratch.py": ("tampering", "wrote more than 8 GiB to their scratch folders and logs"),
-    "holds_disk_in_no_folder.py": ("tampering", "(files in no folder too)"),
-    "floods_its_log.py": ("tampering", "wrote a file of more than 2 GiB (its log or in its scratch)"),
-    "sparse_log.py": ("tampering", "wrote a file of more than 2 GiB (its log or in its scratch)"),
-    "stalls_the_judge.py": ("tampering", "bytes (at most 256)"),
-    "stalls_its_report.py": ("timeout", "no 'report' line from rank 0 within 10.0 s"),
-    "limits_the_judge.py": ("runtime error", "PermissionError"),
-    "signals_the_judge.py": ("runtime error", "both signals to the judge refused"),
-    "leases_a_shared_file.py": ("runtime error", "PermissionError"),
-    "spends_root_counts.py": ("runtime error", "root's per-user counts refused: F_SETPIPE_SZ, mq_open"),
-    "uses_io_uring.py": ("runtime error", "io_uring_setup refused: Function not implemented"),
-    "holds_host_counts.py": ("tampering", "held more than 4096 sockets (tcp_mem is one pool for the whole host)"),
-    "hides_sockets_in_a_backlog.py": ("tampering", "held more than 4096 sockets in their network namespace"),
-    "queues_in_netlink.py": ("tampering", "the ranks' sockets queued more than 0.25 GiB"),
-    "ends_its_first_thread.py": ("tampering", "the ranks' sockets queued more than 0.25 GiB"),
-    "own_file_table.py": ("runtime error", "a file table of its own refused (Operation not permitted)"),
-    "disarms_the_decoys.py": ("runtime error", "noatime refused both ways"),
-    "blames_the_harness.py": ("runtime error", "(it reported a harness error in run): the harness broke, not me"),
-    # Under a user of its own a rank cannot open its command pipe for writing (the judge's, mode 0600); as root it
-    # can, and the judge's deadline on its writes fails it (test_a_full_command_pipe_cannot_hang_the_judge).
-    "fills_its_commands.py": ("runtime error", "no second write end of the command pipe") if USERS else
-                             ("tampering", "rank 0 did not read its commands for 5 s"),
-    "closes_its_commands.py": ("tampering", "rank 0 closed its command pipe"),
-    "weights_tail.py": ("input modified", "the weights were modified by prepare"),
-}
-
-# cheats on --profile's traces: cheat -> (status, a phrase of the reason)
-PROFILE = {
-    "trace_names_dev_zero.py": ("tampering", "not a regular file"),
-    "trace_is_a_fifo.py": ("tampering", "not a regular file"),
-    "wrong_when_profiled.py": ("incorrect", "the profiled call: max|d|"),
-    "replays_when_profiled.py": ("incorrect", "the profiled call: max|d|"),
-}
 
 
-# cheats on the inputs: cheat -> (bench workload, status, phrase; gate check, status, phrase)
-INPUTS = {
-    "replays_module_cache.py": ("f121x1", "impossible", "below the roofline floor",
-                                "f121x1 again", "tampering", "faster on repeated inputs"),
-    "replays_default_arg.py": ("f121x1", "impossible", "below the roofline floor",
-                               "f121x1 again", "tampering", "faster on repeated inputs"),
-    "replays_function_attribute.py": ("f121x1", "impossible", "below the roofline floor",
-                                      "f121x1 again", "tampering", "faster on repeated inputs"),
-    "replays_slowly.py": ("f121x1", "tampering", "faster on repeated inputs",
-                          "f121x1 again", "tampering", "faster on repeated inputs"),
-    "replays_from_prepared.py": ("f121x1", "tampering", "faster on repeated inputs",
-                                 "f121x1 again", "tampering", "faster on repeated inputs"),
-    "skips_after_a_replay.py": ("f121x1", "incorrect", "max|d|",       # its skipped second-look calls, in full
-                                "f121x1 again", "tampering", "on a second look: max|d|"),
-    "detects_gate.py": ("f121x1", "impossible", "below the roofline floor",
-                        "f121x1 again", "tampering", "faster on repeated inputs"),
-    "replays_looks.py": ("f121x1", "tampering", "faster on repeated inputs",
-                         "f5x1 again", "tampering", "faster on repeated inputs"),
-    "predicts_data.py": ("f5x1", "incorrect", "max|d|", "fresh latents #1 x1", "incorrect", "max|d|"),
-    "int8_weights.py": ("f5x1", "incorrect", "narrow numerics", "start x1", "incorrect", "narrow numerics"),
-    "subclass_weights.py": ("f5x1", "incorrect", "is a Hidden, not a plain tensor", "start x1", "incorrect",
-                            "is a Hidden, not a plain tensor"),
-    "storage_tail.py": ("f5x1", "incorrect", "does not span its storage", "start x1", "incorrect",
-                        "does not span its storage"),
-    "mode_in_census.py": ("f5x1", "tampering", "modes left on", "start x1", "tampering", "modes left on"),
-    "reaches_past_given.py": ("f5x1", "incorrect", "does not span its storage", "start x1", "incorrect",
-                              "does not span its storage"),
-    "channels_stored_last.py": ("f5x1", "incorrect", "slices along axis 4", "start x1", "incorrect",
-                                "slices along axis 4"),
-}
+def bench_runs(run):
+    """The cheats that bench fails in one of its runs (tests/fixtures.py: BESIDE, PROFILED, INPUTS), by name, in the
+    index's order; each entry's `bench` is the workload's status and a phrase of the reason."""
+    return {f.name: f for f in FIXTURES if f.kind == CHEAT and f.bench and f.bench.run == run}
 
 
+EXPECTED = bench_runs(fixtures.BESIDE)          # on f5x1 beside the reference
+PROFILE = bench_runs(fixtures.PROFILED)         # the same under --profile: cheats on its traces and its profiled call
+INPUTS = bench_runs(fixtures.INPUTS)            # on f5x1 and f121x1: replays, a prediction, the census
 
 
 @pytest.mark.slow      # 18 s for two cheats: the default tier's 4 minutes keep the other trust tests
@@ -117,7 +42,7 @@ def test_bench_fails_every_cheat_on_the_inputs(tiny_data, tmp_path, cheats):
     assert honest["passed"] and len(honest["repeat_s"]) == 2, p.stdout[-3000:]
     assert [c["inputs"] for c in honest["calls"]].count("stored") == 1 and len(honest["samples_s"]) == 2
     for cheat in cheats:
-        workload, status, phrase, *_ = INPUTS[cheat]
+        status, phrase, workload, _ = INPUTS[cheat].bench
         rec = report["solutions"][cheat[:-3]]["workloads"][workload]
         assert rec["status"] == status and phrase in rec["reason"], (cheat, rec["status"], rec["reason"])
 
@@ -235,13 +160,12 @@ def test_gate_holds_every_call_to_the_rule_whatever_a_solution_knows(tiny_data, 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("cheat", ["replays_slowly.py", "skips_after_a_replay.py", "replays_looks.py",
-                                   "predicts_data.py"])
+@pytest.mark.parametrize("cheat", [c for c, f in INPUTS.items() if f.ci_runtime])
 def test_gate_without_audit_fails_the_cheats_on_the_inputs(tiny_data, tmp_path, cheat):
     """The gate's own checks of the inputs: a stored call and its repeat against the unseen ones, the second look
     verified in full, fresh draws (the replays' other forms and the census at a group's start: bench's run of every
     cheat above, through the same judge)."""
-    *_, check, status, phrase = INPUTS[cheat]
+    code, check, status, phrase = INPUTS[cheat].ci_runtime
     out = tmp_path / "ci.json"
     p = subprocess.run([sys.executable, "ci.py", os.path.join(CHEATS, cheat), "--tiny", "--no-audit", "--workloads",
                         "f5x1,f121x1", "--fresh-calls", "1", "--json", str(out)], cwd=ROOT, env=tiny_data,
@@ -250,7 +174,7 @@ def test_gate_without_audit_fails_the_cheats_on_the_inputs(tiny_data, tmp_path, 
     fails = {c["name"]: c for c in report["checks"] if c["status"] not in ("passed", "skipped")}
     assert check in fails, (fails, p.stdout[-2000:])
     assert fails[check]["status"] == status and phrase in fails[check]["reason"], fails[check]
-    assert p.returncode == 1
+    assert p.returncode == code
 
 
 @pytest.mark.slow
@@ -264,7 +188,7 @@ def test_skipping_work_after_the_first_calls_is_incorrect(tiny_data, tmp_path):
     assert rec["status"] == "incorrect" and "max|d|" in rec["reason"], rec
 
 
-DEFAULT = ("forges_lines.py", "early_done.py", "reads_data_folder.py")
+DEFAULT = tuple(c for c, f in EXPECTED.items() if f.tier == fixtures.DEFAULT)      # the default tier's run
 
 
 @pytest.mark.slow
@@ -292,7 +216,7 @@ def test_bench_fails_every_cheat_for_its_reason(tiny_data, tmp_path, cheats):
     assert report["environment"]["isolation"].startswith("landlock"), report["environment"]
     assert report["solutions"]["reference"]["workloads"]["f5x1"]["passed"], p.stdout[-3000:]
     for cheat in cheats:
-        status, phrase = EXPECTED[cheat]
+        status, phrase, *_ = EXPECTED[cheat].bench
         rec = report["solutions"][cheat[:-3]]["workloads"]["f5x1"]
         assert rec["status"] == status and phrase in rec["reason"], (cheat, rec["status"], rec["reason"])
     assert p.returncode == 1
@@ -301,19 +225,17 @@ def test_bench_fails_every_cheat_for_its_reason(tiny_data, tmp_path, cheats):
     assert "time.sleep(300)" not in ps
 
 
-# The gate's share of EXPECTED: one judge (harness/judge/group.py) runs bench's calls and the gate's, and bench's run of
-# every cheat shows each defence; these show the gate reporting them, one cheat per layer of the judge (the protocol,
-# out, the filesystem lock, the decoys, processes, the disk, forged statuses, the weights, the command pipe, the
-# filter).
-GATE = ("forges_lines.py", "json_bomb.py", "early_done.py", "reads_data_folder.py", "reads_reference.py",
-        "child_process.py", "leaves_its_cgroup.py", "floods_scratch.py", "forges_a_pass.py", "blames_the_harness.py",
-        "weights_tail.py", "closes_its_commands.py", "uses_io_uring.py")
+# The gate's share of EXPECTED (the entries with a `ci_runtime` verdict): one judge (harness/judge/group.py) runs
+# bench's calls and the gate's, and bench's run of every cheat shows each defence; these show the gate reporting them,
+# one cheat per layer of the judge (the protocol, out, the filesystem lock, the decoys, processes, the disk, forged
+# statuses, the weights, the command pipe, the filter).
+GATE = tuple(c for c, f in EXPECTED.items() if f.ci_runtime)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("cheat", GATE)
 def test_gate_without_audit_fails_a_cheat_per_layer(tiny_data, tmp_path, cheat):
-    status, phrase = EXPECTED[cheat]
+    code, _, status, phrase = EXPECTED[cheat].ci_runtime       # the first check that fails
     out = tmp_path / "ci.json"
     p = subprocess.run([sys.executable, "ci.py", os.path.join(CHEATS, cheat), "--tiny", "--no-audit", "--workloads",
                         "f5x1", "--fresh-calls", "1", "--json", str(out)], cwd=ROOT, env=tiny_data,
@@ -321,7 +243,7 @@ def test_gate_without_audit_fails_a_cheat_per_layer(tiny_data, tmp_path, cheat):
     report = json.loads(out.read_text())
     failed = [c for c in report["checks"] if c["status"] not in ("passed", "skipped")]
     assert failed and failed[0]["status"] == status and phrase in failed[0]["reason"], (failed, p.stdout[-2000:])
-    assert p.returncode == (1 if status in ("tampering", "input modified") else 2)
+    assert p.returncode == code
 
 
 @pytest.mark.slow
@@ -403,18 +325,6 @@ def test_no_state_survives_in_kernel_state_outside_the_filesystem(tiny_data, tmp
     assert not os.listxattr(cheat)
 
 
-def test_the_judge_removes_the_system_v_objects_made_after_a_snapshot():
-    from harness.isolation import ipc
-    before = ipc.snapshot()
-    made = subprocess.run([sys.executable, "-c", "import ctypes; l = ctypes.CDLL(None); "
-                           "print(l.shmget(0, 4096, 0o1600), l.semget(0, 1, 0o1600), l.msgget(0, 0o1600))"],
-                          capture_output=True, text=True, timeout=60).stdout.split()
-    assert all(int(i) >= 0 for i in made)
-    assert {i for _, i in ipc.snapshot() - before} == {int(i) for i in made}
-    removed = ipc.remove_new(before)
-    assert sorted(k for k, _ in removed) == ["msg", "sem", "shm"] and ipc.snapshot() <= before
-
-
 @pytest.mark.slow      # 18 s: the default tier keeps test_profile's honest trace and the copy's unit test
 def test_profile_takes_only_the_trace_the_judge_placed(tiny_data, tmp_path):
     """--profile copies each rank's trace from the one place the judge chose in its scratch folder, a regular file
@@ -426,131 +336,9 @@ def test_profile_takes_only_the_trace_the_judge_placed(tiny_data, tmp_path):
     report = json.loads(out.read_text())
     honest = report["solutions"]["reference"]["workloads"]["f5x1"]
     assert honest["passed"] and honest["profile"]["ranks"], p.stdout[-3000:]
-    for cheat, (status, phrase) in PROFILE.items():
+    for cheat, f in PROFILE.items():
+        status, phrase, *_ = f.bench
         rec = report["solutions"][cheat[:-3]]["workloads"]["f5x1"]
         assert rec["status"] == status and not rec["passed"] and phrase in rec["reason"], (cheat, rec)
     assert sorted(os.listdir(prof)) == ["reference-f5x1-rank0.json", "reference-f5x1-scopes.json"]
     assert p.returncode == 1
-
-
-def test_a_trace_is_copied_only_from_a_regular_file_and_capped(tmp_path):
-    """A trace alone at most `cap`, a solution's traces together at most disk.TRACES_CAP; a regular file only."""
-    from harness.isolation import disk
-    src, dst = tmp_path / "trace.json", tmp_path / "copy.json"
-    src.write_bytes(b"x" * 5000)
-    assert disk.copy_trace(str(src), str(dst)) == 5000 and dst.read_bytes() == src.read_bytes()
-    # The solution's traces together: 5000 bytes fit beside TRACES_CAP - 5000 kept, not beside one byte more.
-    assert disk.copy_trace(str(src), str(dst), kept=disk.TRACES_CAP - 5000) == 5000
-    with pytest.raises(disk.Refused, match="what is left of the 8 GiB a solution's traces may take"):
-        disk.copy_trace(str(src), str(tmp_path / "over.json"), kept=disk.TRACES_CAP - 4999)
-    assert not (tmp_path / "over.json").exists()
-    with pytest.raises(disk.Refused, match="larger than") as e:
-        disk.copy_trace(str(src), str(tmp_path / "big.json"), cap=4096)
-    assert e.value.status == "runtime error" and not (tmp_path / "big.json").exists()
-    link, fifo = tmp_path / "link.json", tmp_path / "fifo.json"
-    link.symlink_to("/dev/zero")
-    os.mkfifo(fifo)                 # nothing writes it: opened to read without O_NONBLOCK, it would wait for ever
-    for bad in (link, fifo):
-        with pytest.raises(disk.Refused, match="not a regular file") as e:
-            disk.copy_trace(str(bad), str(dst))
-        assert e.value.status == "tampering"
-    with pytest.raises(disk.Refused, match="no trace") as e:
-        disk.copy_trace(str(tmp_path / "missing.json"), str(dst))
-    assert e.value.status == "runtime error"
-
-
-def test_the_disk_count_caps_bytes_and_files_without_following_links(tmp_path):
-    from harness.isolation import disk
-    (tmp_path / "a").mkdir()
-    (tmp_path / "a" / "f").write_bytes(b"x" * (1 << 20))
-    (tmp_path / "root").symlink_to("/")
-    assert disk.over([str(tmp_path)], cap=2 << 20) is None
-    assert "wrote more than" in disk.over([str(tmp_path)], cap=1 << 19)
-    assert "more than 2 files" in disk.over([str(tmp_path)], entries=2)
-    log = tmp_path / "log"
-    log.write_bytes(b"a\n" * (1 << 20))
-    disk.trim(str(log), keep=10)
-    assert log.read_bytes().endswith(b"a\na\na\na\na\n") and log.stat().st_size < 100
-
-
-@pytest.mark.parametrize("how", ["O_TMPFILE", "unlinked and mapped"])
-def test_the_disk_count_sees_files_in_no_folder(tmp_path, how):
-    """A file opened with O_TMPFILE (or unlinked while mapped) and grown with fallocate's KEEP_SIZE is in no folder
-    and of size 0: the count finds it through its holder's open or mapped files, on the counted filesystem only."""
-    from harness.isolation import disk
-    code = f"""
-import ctypes, mmap, os, sys
-libc = ctypes.CDLL(None, use_errno=True)
-libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
-if {how!r} == "O_TMPFILE":
-    fd = os.open({str(tmp_path)!r}, os.O_TMPFILE | os.O_RDWR, 0o600)
-    assert libc.fallocate(fd, 1, 0, 3 << 20) == 0           # FALLOC_FL_KEEP_SIZE
-else:
-    path = os.path.join({str(tmp_path)!r}, "held")
-    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
-    assert libc.fallocate(fd, 0, 0, 3 << 20) == 0
-    m = mmap.mmap(fd, 3 << 20)
-    os.close(fd)
-    os.unlink(path)
-print("held", flush=True)
-sys.stdin.read()
-"""
-    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert child.stdout.readline().strip() == "held"
-        assert os.listdir(tmp_path) == []
-        assert disk.over([str(tmp_path)], cap=2 << 20) is None                          # no walk finds it
-        assert "files in no folder too" in disk.over([str(tmp_path)], cap=2 << 20, holders=[child.pid])
-        other = tempfile.mkdtemp(dir="/dev/shm")
-        try:
-            assert disk.over([other], cap=2 << 20, holders=[child.pid]) is None        # another filesystem
-        finally:
-            os.rmdir(other)
-    finally:
-        child.communicate("")
-    assert disk.over([str(tmp_path)], cap=2 << 20, holders=[child.pid]) is None        # gone with its holder
-
-
-def test_a_tree_deeper_than_recursion_and_path_max_is_removed_and_refused(tmp_path):
-    """A rank can nest folders past Python's recursion limit (shutil.rmtree raises RecursionError) and past PATH_MAX
-    (a path no call can name): the judge's count refuses such a tree and its removal still takes all of it; the
-    removal follows no link out of the tree."""
-    from harness.isolation import disk
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    (outside / "keep").write_text("x")
-    root = tmp_path / "scratch"
-    root.mkdir()
-    fd = os.open(root, os.O_RDONLY)
-    try:
-        for _ in range(2500):           # 5000 bytes of path: past PATH_MAX (4096)
-            os.mkdir("d", dir_fd=fd)
-            os.symlink(str(outside), "l", dir_fd=fd)
-            nxt = os.open("d", os.O_RDONLY, dir_fd=fd)
-            os.close(fd)
-            fd = nxt
-    finally:
-        os.close(fd)
-    assert "cannot inspect" in disk.over([str(root)])
-    disk.remove(str(root))
-    assert not root.exists() and (outside / "keep").read_text() == "x"
-    disk.remove(str(root))              # what is gone already: nothing raised
-
-
-def test_the_disk_count_walks_in_bounded_steps(tmp_path):
-    """The judge counts a group's files while it waits for a `done`: a step walks at most its share of entries
-    (disk.Watch: a walk of 190,000 files at once held the judge up 0.45 s), and the steps together
-    reach the same verdict as one walk."""
-    from harness.isolation import disk
-    for d in range(6):
-        (tmp_path / f"d{d}").mkdir()
-        for i in range(500):
-            (tmp_path / f"d{d}" / f"{i}").write_bytes(b"x")
-    for entries, expect in ((10_000, None), (2_000, "more than 2000 files")):
-        count, steps = disk.Count([str(tmp_path)], entries=entries), 0
-        done = False
-        while not done:
-            done, why = count.step(500)
-            steps += 1
-        assert steps >= 2000 // 500 and (why == expect or expect in why), (steps, why)
-        assert disk.over([str(tmp_path)], entries=entries) == why

@@ -9,10 +9,12 @@ import time
 
 import pytest
 
+import fixtures
 import spec
+from fixtures import CHEAT, FIXTURES
 from harness.report.console import QUOTE
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CHEATS = os.path.join(ROOT, "tests", "cheats")
 
 
@@ -53,41 +55,23 @@ def test_honest_solutions_pass(tiny_data, tmp_path, solution, workloads):
         assert "allowed by the solution: kernels.py:30: environment" in p.stdout, p.stdout[-3000:]
 
 
-# cheat -> (exit code, check name, status, a phrase of the reason). Each runs on f1x1 and f5x1 plus fresh latents.
-# The audit's findings on the cheats only it sees are tests/test_audit.py's, and the gate's review notes on them
+# The cheats the gate fails, and those it passes with the audit's review notes: tests/fixtures.py's `ci` verdicts
+# (exit code, check name, status, a phrase of the reason). Each runs on f1x1 and f5x1 plus fresh latents. The audit's
+# findings on the cheats only it sees are tests/audit/test_audit.py's, and the gate's review notes on them
 # test_what_only_the_audit_sees_is_a_review_note's; side_thread.py's review note and its runtime failure are shown
 # together by test_audit_findings_are_reported_beside_the_dynamic_checks.
-EXPECTED = {
-    "stale_out.py": (1, "fresh latents #1 x1", "incorrect", "not finite (NaN is the poison"),
-    "cache_by_shape.py": (1, "fresh latents #2 x1", "incorrect", "max|d|"),
-    "reads_reference.py": (3, "fresh latents #1 x1", "tampering", "read the decoy references"),
-    "patches_timer.py": (1, "start x1", "tampering", "replaced time.monotonic_ns"),
-    "patches_sync.py": (1, "start x1", "tampering", "replaced torch.cuda.synchronize"),
-    "child_process.py": (1, "f1x1", "tampering", "processes left running after the call"),
-    "modifies_weights.py": (1, "f1x1", "input modified", "the weights were modified"),
-    "grid_in_given_weights.py": (1, "start x1", "input modified", "the weights were modified by prepare"),
-    "grid_flattened.py": (1, "start x1", "incorrect", "runs as stored (512 elements each) are 90% or more"),
-    "grid_as_integers.py": (1, "start x1", "incorrect", "is int16"),
-    "out_alias.py": (1, "f1x1", "incorrect", "out's storage, shape or strides changed"),
-    "partial_frames.py": (1, "f5x1", "incorrect", "rms(d)"),
-    "low_precision.py": (1, "f5x1", "incorrect", "rms(d)"),
-    "skips_attention.py": (1, "fresh latents #1 x1", "incorrect", "max|d|"),
-    "writes_cache_file.py": (3, "audit", "audit", "writes_cache_file.py"),
-    "hangs_on_rank0.py": (2, "fresh latents #1 x1", "timeout", "no 'done' line from rank 0 within"),
-    "name_is_a_path": (2, "load", "load error", "`name` '../../../planted'"),
-    "mixes_manifest_keys": (2, "load", "load error", "solution.yml: unknown keys [1, 'foo']"),
-    "forges_the_console.py": (2, "fresh latents #1 x1", "runtime error", "gave up??[2K?[1A?[32mPASS?[0m f1x1"),
-}
+EXPECTED = {f.name: f for f in FIXTURES if f.kind == CHEAT and f.ci and f.ci.code != 0}
+REVIEWED = {f.name: f for f in FIXTURES if f.kind == CHEAT and f.ci and f.ci.code == 0}
 
 
 # The default tier's share: one cheat per kind of check (the rest run in the slow tier).
-DEFAULT = ("stale_out.py", "patches_timer.py", "name_is_a_path")
+DEFAULT = tuple(c for c, f in EXPECTED.items() if f.tier == fixtures.DEFAULT)
 
 
 @pytest.mark.parametrize("cheat", [c if c in DEFAULT else pytest.param(c, marks=pytest.mark.slow)
                                    for c in sorted(EXPECTED)])
 def test_cheat_fails_for_its_reason(tiny_data, tmp_path, cheat):
-    code, check, status, phrase = EXPECTED[cheat]
+    code, check, status, phrase = EXPECTED[cheat].ci
     scale = "0.01" if cheat.startswith("hangs") else "0.03"
     p, report, _ = gate(tiny_data, tmp_path, os.path.join(CHEATS, cheat), "--workloads", "f1x1,f5x1",
                         "--timeout-scale", scale, timeout=600)
@@ -108,18 +92,18 @@ def test_cheat_fails_for_its_reason(tiny_data, tmp_path, cheat):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("cheat", ["private_ops.py", "unknown_module.py", "waives_its_audit.py",
-                                   "matches_attributes.py", "hides_behind_a_literal", "casts_by_type_name.py"])
+@pytest.mark.parametrize("cheat", list(REVIEWED))
 def test_what_only_the_audit_sees_is_a_review_note(tiny_data, tmp_path, cheat):
     """Narrow numerics inside run() stay inside the allowance: every runtime check passes, and the task's numerics
     rule is the reviewers' (no check reads it from the code). The gate passes with the audit's review notes shown
     (exit 0), and --strict fails them (exit 3)."""
+    code, _, _, phrase = REVIEWED[cheat].ci
     p, report, xml = gate(tiny_data, tmp_path, os.path.join(CHEATS, cheat), "--workloads", "f1x1,f5x1")
-    assert p.returncode == 0 and not failures(report), p.stdout[-2000:]
-    if cheat != "waives_its_audit.py":      # its own allowance silences its note, listed as the solution's waiver
+    assert p.returncode == code and not failures(report), p.stdout[-2000:]
+    if phrase == "review note":
         assert report["review"] and "review note" in p.stdout and "review note" in xml.read_text()
-    else:
-        assert "allowed by the solution: waives_its_audit.py" in p.stdout
+    else:       # waives_its_audit.py: its own allowance silences its note, listed as the solution's waiver
+        assert phrase in p.stdout
     if cheat == "private_ops.py":
         p, report, _ = gate(tiny_data, tmp_path, os.path.join(CHEATS, cheat), "--workloads", "f1x1", "--strict")
         assert p.returncode == 3 and failures(report)["audit"][0] == "audit", p.stdout[-2000:]
@@ -383,7 +367,7 @@ def test_an_audit_that_does_not_end_fails_the_gate(monkeypatch):
 
 def test_on_gpus_the_gate_checks_every_fresh_call_against_fp32_unless_told():
     """The gate holds fresh long clips to the task's rule (the fp32 decode, the stored allowance): only --release
-    asks for the release bf16 decode, widened (see tests/test_trust.py's marks_by_pid for why)."""
+    asks for the release bf16 decode, widened (see tests/trust/test_trust.py's marks_by_pid for why)."""
     import types
     from harness.judge import gate_plan
     asked = []

@@ -14,6 +14,8 @@ from harness.isolation import procs, users
 from harness.judge import checks, protocol
 from harness.judge.group import Group, GroupFailed
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 # A helper whose first thread ends with the raw `exit` call while a second runs on: /proc says Z for it.
 ZOMBIE_LEADER = """import ctypes, threading, time
 threading.Thread(target=time.sleep, args=(60,)).start()
@@ -137,10 +139,9 @@ def test_cpu_ranks_are_locked_down_beyond_landlock(tiny_data, tmp_path):
     capabilities, the seccomp filter, an IPC namespace of its own."""
     import json
     import shutil
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     probe = tmp_path / "locked_down"
     probe.mkdir()
-    shutil.copyfile(os.path.join(root, "tests", "probes", "locked_down.py"), probe / "solution.py")
+    shutil.copyfile(os.path.join(ROOT, "tests", "probes", "locked_down.py"), probe / "solution.py")
     (probe / "host_ipc").write_text(str(os.stat("/proc/self/ns/ipc").st_ino))
     (probe / "host_net").write_text(str(os.stat("/proc/self/ns/net").st_ino))
     (probe / "users").write_text(str(int(users.Users().why_not is None)))
@@ -154,7 +155,7 @@ def test_cpu_ranks_are_locked_down_beyond_landlock(tiny_data, tmp_path):
     for isolated in (True, False):
         out = tmp_path / f"r{isolated}.json"
         subprocess.run([sys.executable, "bench.py", str(probe), "--tiny", "--workloads", "f1x1,f5x4", "--json",
-                        str(out)] + ([] if isolated else ["--no-isolation"]), cwd=root, env=tiny_data,
+                        str(out)] + ([] if isolated else ["--no-isolation"]), cwd=ROOT, env=tiny_data,
                        capture_output=True, text=True, timeout=600)
         recs = json.loads(out.read_text())["workloads"]
         for w, rec in recs.items():
@@ -170,13 +171,12 @@ def test_a_groups_per_user_counts_are_its_own(tiny_data, tmp_path):
     """tests/cheats/spends_user_counts.py holds every pending signal its user may queue while its group lives; the
     probe beside it in the same run (tests/probes/needs_user_counts.py) still queues one under a user of its own,
     and cannot where both groups run as the judge's user (WAN_ASSUME_NO_USERS)."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     for own in (True, False):
         out = tmp_path / f"r{own}.json"
         env = dict(tiny_data) if own else dict(tiny_data, WAN_ASSUME_NO_USERS="1")
-        p = subprocess.run([sys.executable, "bench.py", os.path.join(root, "tests", "cheats", "spends_user_counts.py"),
-                            os.path.join(root, "tests", "probes", "needs_user_counts.py"), "--tiny", "--workloads",
-                            "f1x1", "--json", str(out)], cwd=root, env=env, capture_output=True, text=True,
+        p = subprocess.run([sys.executable, "bench.py", os.path.join(ROOT, "tests", "cheats", "spends_user_counts.py"),
+                            os.path.join(ROOT, "tests", "probes", "needs_user_counts.py"), "--tiny", "--workloads",
+                            "f1x1", "--json", str(out)], cwd=ROOT, env=env, capture_output=True, text=True,
                            timeout=600)
         report = json.loads(out.read_text())
         assert ("a user per group" in report["environment"]["isolation"]) == own, p.stdout[-2000:]
@@ -193,12 +193,11 @@ def test_network_state_stays_in_its_groups_namespace(tiny_data, tmp_path):
     """A mark left in the TCP metrics cache by the world-1 group is not there for the world-4 group under isolation
     (each its own network namespace); without isolation the later group finds it (the cheat then fails its call)."""
     import json
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    cheat = os.path.join(root, "tests", "cheats", "remembers_in_tcp_metrics.py")
+    cheat = os.path.join(ROOT, "tests", "cheats", "remembers_in_tcp_metrics.py")
     for isolated in (True, False):
         out = tmp_path / f"r{isolated}.json"
         subprocess.run([sys.executable, "bench.py", cheat, "--tiny", "--workloads", "f1x1,f5x4", "--json", str(out)]
-                       + ([] if isolated else ["--no-isolation"]), cwd=root, env=tiny_data, capture_output=True,
+                       + ([] if isolated else ["--no-isolation"]), cwd=ROOT, env=tiny_data, capture_output=True,
                        text=True, timeout=600)
         recs = json.loads(out.read_text())["workloads"]
         if isolated:
@@ -211,10 +210,9 @@ def test_network_state_stays_in_its_groups_namespace(tiny_data, tmp_path):
 def test_an_honest_torch_compile_is_not_tampering(tiny_data, tmp_path):
     """tests/probes/compiles.py passes: torch._dynamo's wrapper of torch.manual_seed is torch's, not the solution's."""
     import json
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out = tmp_path / "r.json"
-    subprocess.run([sys.executable, "bench.py", os.path.join(root, "tests", "probes", "compiles.py"), "--tiny",
-                    "--workloads", "f1x1", "--json", str(out)], cwd=root, env=tiny_data, capture_output=True,
+    subprocess.run([sys.executable, "bench.py", os.path.join(ROOT, "tests", "probes", "compiles.py"), "--tiny",
+                    "--workloads", "f1x1", "--json", str(out)], cwd=ROOT, env=tiny_data, capture_output=True,
                    text=True, timeout=600)
     rec = json.loads(out.read_text())["workloads"]["f1x1"]
     assert rec["passed"], rec["reason"]
@@ -417,8 +415,7 @@ def test_the_clock_runs_while_the_judge_reads_the_done_lines(tiny_data, monkeypa
     run = Session(spec.TINY, cpu=True)
     group = None
     try:
-        sol = loader.describe(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                           "solutions", "reference"))
+        sol = loader.describe(os.path.join(ROOT, "solutions", "reference"))
         group = Group(sol, 1, spec.TINY, True, run.buffers_for(0, 1, 1), run, {1}, run.lock)
         z = spec.make_inputs("f1x1", "cpu", spec.TINY)[0]
         fast = group.call(z, 60)[0]
@@ -444,8 +441,7 @@ def test_a_group_over_its_caps_when_frozen_is_killed_at_once(tiny_data, monkeypa
     run = Session(spec.TINY, cpu=True)
     group = None
     try:
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        sol = loader.describe(os.path.join(root, "tests", "cheats", "holds_sockets_after_its_call.py"))
+        sol = loader.describe(os.path.join(ROOT, "tests", "cheats", "holds_sockets_after_its_call.py"))
         group = Group(sol, 1, spec.TINY, True, run.buffers_for(0, 1, 1), run, {1}, run.lock)
         z = spec.make_inputs("f1x1", "cpu", spec.TINY)[0]
         group.call(z, 60)
@@ -494,7 +490,7 @@ def test_clone3_is_refused_and_threads_and_forks_still_work():
     """clone3's CLONE_INTO_CGROUP would move a rank's child out of its group's cgroup (root may, without
     capabilities): the filter answers clone3 with ENOSYS, and threads and forks (the C library's fallback) work."""
     p = subprocess.run([sys.executable, "-c", CLONES], capture_output=True, text=True, timeout=60,
-                       env=dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+                       env=dict(os.environ, PYTHONPATH=ROOT))
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["38", "[1]", "7"], p.stdout
 
@@ -536,8 +532,7 @@ def test_a_judge_told_to_stop_leaves_no_folder_or_rank(tiny_data, tmp_path):
     sol = tmp_path / "sleeps.py"
     sol.write_text("import time\n\n\ndef run(z, weights, rank, world, pg, out):\n    time.sleep(300)\n")
     env = dict(tiny_data, TMPDIR=str(tmp_path))
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    p = subprocess.Popen([sys.executable, "bench.py", str(sol), "--tiny", "--workloads", "f1x1"], cwd=root, env=env,
+    p = subprocess.Popen([sys.executable, "bench.py", str(sol), "--tiny", "--workloads", "f1x1"], cwd=ROOT, env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         for _ in range(600):            # the rank started: its scratch is there
@@ -571,8 +566,7 @@ def test_without_a_cgroup_an_orphan_left_by_prepare_fails_its_group(tiny_data, m
     monkeypatch.setattr(cgroup.Cgroup, "make", classmethod(lambda cls, name: None))
     run = Session(spec.TINY, cpu=True)
     try:
-        sol = loader.describe(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests",
-                                           "cheats", "orphans_quietly.py"))
+        sol = loader.describe(os.path.join(ROOT, "tests", "cheats", "orphans_quietly.py"))
         with pytest.raises(GroupFailed) as e:
             Group(sol, 1, spec.TINY, True, run.buffers_for(0, 1, 1), run, {1}, run.lock)
         assert e.value.status == "tampering" and "processes left running after prepare" in e.value.message

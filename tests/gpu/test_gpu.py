@@ -1,13 +1,18 @@
 """On a CUDA GPU (`python -m pytest -m gpu`): reference.py against diffusers at the full geometry, and bench's
 timing and checks on real hardware. Figures are printed (-s) for docs/perf-notes.md, never asserted as speeds."""
+import os
+
 import pytest
 import torch
 
+import fixtures
 import reference
 import spec
+from fixtures import FIXTURES
 from harness.isolation import users
 from helpers import baseline, random_weights
 
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))      # tests/: the fixture folders
 pytestmark = pytest.mark.gpu
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -60,7 +65,7 @@ def _bench(tmp_path, *solutions, workloads="f121x1", profile=False):
     import os
     import subprocess
     import sys
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     out = tmp_path / "r.json"
     p = subprocess.run([sys.executable, os.path.join(root, "bench.py"), *solutions, "--workloads", workloads,
                         "--warmup", "1", "--min-reps", "3", "--max-reps", "3", "--json", str(out)]
@@ -75,7 +80,7 @@ def test_side_stream_work_is_inside_the_timed_window(tmp_path):
     """A decode on a side stream that run() does not wait for: the harness's device-wide synchronise still
     charges it, and the output is complete when checked."""
     import os
-    cheat = os.path.join(os.path.dirname(__file__), "cheats_gpu", "side_stream.py")
+    cheat = os.path.join(TESTS, "cheats_gpu", "side_stream.py")
     p, report = _bench(tmp_path, "solutions/reference", cheat, workloads="f121x1")
     ref = report["solutions"]["reference"]["workloads"]["f121x1"]
     side = report["solutions"]["side_stream"]["workloads"]["f121x1"]
@@ -91,7 +96,7 @@ def test_a_rank_that_truncates_dev_shm_cannot_crash_the_judge(tmp_path):
     rank may write): a rank truncating every file there fails only itself, and the solution beside it keeps its
     result (bench finishes and writes its JSON)."""
     import os
-    cheat = os.path.join(os.path.dirname(__file__), "cheats_gpu", "truncates_shm.py")
+    cheat = os.path.join(TESTS, "cheats_gpu", "truncates_shm.py")
     p, report = _bench(tmp_path, "solutions/reference", cheat, workloads="f1x1,f5x1")
     assert p.returncode != -7 and report["solutions"]["reference"]["workloads"]["f5x1"]["passed"], p.stderr[-3000:]
     bad = report["solutions"]["truncates_shm"]["workloads"]
@@ -104,7 +109,7 @@ def test_a_rank_that_loads_cupti_fails_before_its_gpu_work_can_outlast_its_call(
     work between its calls to run beside another solution's: its group fails at its first hold, the solution beside
     it passes."""
     import os
-    cheat = os.path.join(os.path.dirname(__file__), "cheats_gpu", "loads_cupti.py")
+    cheat = os.path.join(TESTS, "cheats_gpu", "loads_cupti.py")
     p, report = _bench(tmp_path, "solutions/reference", cheat, workloads="f1x1,f5x1")
     assert report["solutions"]["reference"]["workloads"]["f5x1"]["passed"], p.stderr[-3000:]
     bad = report["solutions"]["loads_cupti"]["workloads"]["f1x1"]
@@ -117,7 +122,7 @@ def test_a_group_that_keeps_the_gpus_memory_fails_and_the_judge_goes_on(tmp_path
     """A group that keeps nearly all of its GPU's memory past its call or prepare would make the judge's references
     and checks run out: it fails at its cap (harness/isolation/gpu_memory.py), and the solution beside it passes."""
     import os
-    cheat = os.path.join(os.path.dirname(__file__), "cheats_gpu", "starves_the_judge.py")
+    cheat = os.path.join(TESTS, "cheats_gpu", "starves_the_judge.py")
     p, report = _bench(tmp_path, "solutions/reference", cheat, workloads="f1x1,f5x1")
     assert report["solutions"]["reference"]["workloads"]["f5x1"]["passed"], p.stderr[-3000:]
     bad = report["solutions"]["starves_the_judge"]["workloads"]["f1x1"]
@@ -187,7 +192,7 @@ def test_a_rank_of_world_one_cannot_reach_another_gpu(tmp_path):
     """A decode on the next GPU at world 1: the group sees one GPU, so the call fails as the solution's runtime error
     (a time with two GPUs' work would be a world-1 time)."""
     import os
-    cheat = os.path.join(os.path.dirname(__file__), "cheats_gpu", "other_device.py")
+    cheat = os.path.join(TESTS, "cheats_gpu", "other_device.py")
     p, report = _bench(tmp_path, cheat, workloads="f1x1")
     rec = report["workloads"]["f1x1"]
     assert rec["status"] == "runtime error" and "device" in rec["reason"].lower(), (rec["status"], rec["reason"])
@@ -202,7 +207,7 @@ def test_ranks_at_world_one_are_locked_down_and_profile(tmp_path):
     import shutil
     probe = tmp_path / "locked_down"
     probe.mkdir()
-    shutil.copyfile(os.path.join(os.path.dirname(__file__), "probes", "locked_down.py"), probe / "solution.py")
+    shutil.copyfile(os.path.join(TESTS, "probes", "locked_down.py"), probe / "solution.py")
     (probe / "host_ipc").write_text(str(os.stat("/proc/self/ns/ipc").st_ino))
     (probe / "host_net").write_text(str(os.stat("/proc/self/ns/net").st_ino))
     (probe / "users").write_text(str(int(users.Users().why_not is None)))
@@ -221,7 +226,7 @@ def test_ranks_at_world_two_are_locked_down_over_nccl(tmp_path):
     import shutil
     probe = tmp_path / "locked_down"
     probe.mkdir()
-    shutil.copyfile(os.path.join(os.path.dirname(__file__), "probes", "locked_down.py"), probe / "solution.py")
+    shutil.copyfile(os.path.join(TESTS, "probes", "locked_down.py"), probe / "solution.py")
     (probe / "host_ipc").write_text(str(os.stat("/proc/self/ns/ipc").st_ino))
     (probe / "host_net").write_text(str(os.stat("/proc/self/ns/net").st_ino))
     (probe / "users").write_text(str(int(users.Users().why_not is None)))
@@ -384,11 +389,9 @@ def test_the_judge_drops_its_cached_gpu_memory_before_a_call():
     assert lent.untyped_storage().nbytes() >= 10 << 20
 
 
-# ----- the honest corpus on a GPU (tests/test_honest.py on the CPU) ------------------------------------------------
+# ----- the honest corpus on a GPU (tests/trust/test_honest.py on the CPU) ---------------------------------------------
 
-HONEST = ["tests/honest/module_tree", "tests/honest/module_cache.py", "tests/honest/thread_pool.py",
-          "tests/honest/compiled.py", "tests/honest/cpp_extension", "tests/honest/workspace.py",
-          "tests/honest/cuda_graph.py", "solutions/diffusers"]
+HONEST = [f.path for f in FIXTURES if f.kind == fixtures.HONEST and f.audit is not None]     # tests/fixtures.py
 
 
 @cuda
@@ -402,7 +405,7 @@ def test_honest_code_passes_bench_and_the_gate_on_the_gpu(tmp_path, solution):
     import sys
     if solution == "solutions/diffusers":
         pytest.importorskip("diffusers")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ, WAN_GPU_MEMORY_GIB="79.2")
     for tool, extra in (("bench.py", ["--min-reps", "3", "--max-reps", "3"]), ("ci.py", ["--fresh-calls", "1"])):
         out = tmp_path / f"{tool}.json"

@@ -15,7 +15,7 @@ from harness.judge import checks
 from harness.report import error_maps, plot
 from helpers import random_weights
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BROKEN = os.path.join(ROOT, "tests", "broken")
 
 

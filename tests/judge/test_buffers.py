@@ -8,7 +8,7 @@ import torch
 
 from harness.judge import buffers
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class _OnGpu:

@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CHECKS = os.path.join(ROOT, "tests", "kernel_checks.py")
 NAMES = {"rows: sum", "rows: norm+silu", "rows: nothing outside the window", "rows: bias only",
          "shuffle 16->16 ft=2 a=0", "shuffle 16->16 ft=2 a=1", "shuffle 16->8 ft=1 a=0", "head",

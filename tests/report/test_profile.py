@@ -12,7 +12,7 @@ import reference
 import spec
 from helpers import baseline, random_weights
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCOPES = ["post_quant_conv", "decoder", "decoder/conv_in", "decoder/mid_block", "decoder/mid_block/resnets.0",
           *[f"decoder/mid_block/resnets.0/{n}" for n in ("norm1", "conv1", "norm2", "conv2")],
           *[f"decoder/mid_block/attentions.0/{n}" for n in ("norm", "to_qkv", "attention", "proj")],

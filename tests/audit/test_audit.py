@@ -11,9 +11,10 @@ import textwrap
 import pytest
 
 import audit
+from fixtures import CHEAT, FIXTURES
 from harness.audit import files, rules
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUN = "def run(z, weights, rank, world, pg, out):\n    pass\n"
 
 
@@ -934,18 +935,9 @@ def test_review_reasons_name_the_task_rules():
     assert "format string" in audit.RULES["dynamic-name"] and "torch._C" in audit.RULES["monkeypatch"]
 
 
-@pytest.mark.parametrize("cheat, rule", [("cache_by_shape.py", "state"), ("low_precision.py", "narrow-numerics"),
-                                         ("hooks_before_window.py", "monkeypatch"), ("private_ops.py", "private-name"),
-                                         ("unknown_module.py", "foreign-code"),
-                                         ("rounds_in_cpp", "narrow-numerics"),
-                                         ("includes_by_digraph", "narrow-numerics"),
-                                         ("matches_attributes.py", "dynamic-name"),
-                                         ("casts_by_type_name.py", "narrow-numerics"),
-                                         ("accumulates_in_fp16.py", "narrow-numerics"),
-                                         ("resolves_by_text.py", "foreign-code"),
-                                         ("opens_through_a_stream.py", "file-io"),
-                                         ("calls_from_assembly", "foreign-code"),
-                                         ("sums_in_fp16.py", "narrow-numerics")])
+# Each cheat's rules that must fire: tests/fixtures.py's `audit` of the cheats.
+@pytest.mark.parametrize("cheat, rule", [(f.name, rule) for f in FIXTURES if f.kind == CHEAT and f.audit
+                                         for rule in f.audit])
 def test_cheats_the_rules_catch(cheat, rule):
     assert rule in fired(audit.audit(os.path.join(ROOT, "tests", "cheats", cheat)))
 
@@ -1160,7 +1152,7 @@ def test_what_is_no_regular_file_is_a_finding_and_never_read(tmp_path):
     assert [(f.file, f.reason) for f in single.findings] == [
         (os.path.join("__pycache__", f"one.{sys.implementation.cache_tag}.pyc"),
          "cannot read: a FIFO, expected a regular file")]
-    cheats = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cheats", "shares_a_build")
+    cheats = os.path.join(ROOT, "tests", "cheats", "shares_a_build")
     assert audit.audit(os.path.join(cheats, "honest")).ok
     assert [(f.file, f.rule) for f in audit.audit(os.path.join(cheats, "evil")).findings] == [
         ("kern.inl", "narrow-numerics")]

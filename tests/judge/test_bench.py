@@ -9,9 +9,11 @@ import sys
 
 import pytest
 
+import fixtures
 import spec
+from fixtures import FIXTURES
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BROKEN = os.path.join(ROOT, "tests", "broken")
 
 
@@ -36,23 +38,12 @@ def run_tmp(tmp_path):
     return str(folder), lambda: ranks(folder)
 
 
+# The broken solutions and what bench must report of each: tests/fixtures.py's `bench` verdicts of its runs ALONE.
 # The default tier keeps one of each kind of failure (the 4-minute budget); the rest run in the slow tier.
-SLOW = pytest.mark.slow
-
-
 @pytest.mark.parametrize("solution, workload, status, reason", [
-    ("raises_on_rank1.py", "f5x4", "runtime error", "rank 1: RuntimeError: rank 1 gives up [/] [red]??[2K?[1APASS f5x4"),
-    pytest.param("hangs.py", "f5x1", "timeout", "no 'done' line from rank 0 within", marks=pytest.mark.slow),   # 11 s of waiting
-    pytest.param("crashes.py", "f5x4", "crash", "died (exit code 3)", marks=SLOW),
-    pytest.param("raises_a_long_error.py", "f5x1", "runtime error", "RuntimeError: compile failed", marks=SLOW),
-    pytest.param("wrong_shape.py", "f5x1", "incorrect", "out's storage, shape or strides changed", marks=SLOW),
-    pytest.param("nan.py", "f5x1", "incorrect", "1 elements not finite", marks=pytest.mark.slow),
-    pytest.param("unwritten.py", "f5x1", "incorrect", "elements not finite (NaN is the poison: unwritten elements)",
-                 marks=SLOW),
-    pytest.param("modifies_z.py", "f5x1", "input modified", "z was modified", marks=SLOW),
-    ("build_error", "f5x1", "build error", "building broken_ext failed"),
-    pytest.param("misspelt.py", "f5x1", "load error", "no `run", marks=pytest.mark.slow),
-])
+    pytest.param(f.name, f.bench.workload, f.bench.status, f.bench.phrase,
+                 marks=() if f.tier == fixtures.DEFAULT else pytest.mark.slow)
+    for f in FIXTURES if f.kind == fixtures.BROKEN and f.bench and f.bench.run == fixtures.ALONE])
 def test_broken_solutions_are_reported(tiny_data, tmp_path, solution, workload, status, reason, run_tmp):
     out = tmp_path / "r.json"
     tmpdir, leftover_workers = run_tmp
@@ -388,7 +379,7 @@ def test_a_solutions_lines_never_start_where_the_judges_do(tiny_data, tmp_path):
     """A message of many lines (a PASS of its own, a failure blamed on the solution beside it): on the console each
     line after its first is indented behind console.QUOTE."""
     from harness.report.console import QUOTE
-    cheat = os.path.join(os.path.dirname(__file__), "cheats", "forges_the_console.py")
+    cheat = os.path.join(ROOT, "tests", "cheats", "forges_the_console.py")
     p = bench(tiny_data, "solutions/reference", cheat, "--workloads", "f1x1", "--json", str(tmp_path / "r.json"),
               timeout=300)
     rec = json.loads((tmp_path / "r.json").read_text())["solutions"]["forges_the_console"]["workloads"]["f1x1"]

@@ -11,7 +11,7 @@ import pytest
 
 from harness.isolation import disk, users
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 can = pytest.mark.skipif(users.Users().why_not is not None, reason="the judge cannot make users here")
 
 

@@ -286,7 +286,7 @@ def run(z, weights, rank, world, pg, out):
     p = subprocess.run([sys.executable, "bench.py", str(sol), "--tiny", "--workloads", "f1x1", "--json", str(out)],
                        cwd=ROOT, env=dict(tiny_data, TMPDIR=str(tmpdir)), capture_output=True, text=True, timeout=300)
     rec = json.loads(out.read_text())["workloads"]["f1x1"]
-    assert rec["status"] == "tampering" and "processes left running" in rec["reason"], rec
+    assert rec["status"] == "tampering" and "processes left running" in rec["reason"], (rec, p.stdout[-2000:])
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert not [line for line in ps.splitlines() if "harness.rank" in line and f" {tmpdir}/" in line], ps
     assert not [n for n in os.listdir(tmpdir) if n.startswith("wan-run-")]

@@ -193,12 +193,14 @@ class BenchPlan:
         # stays out of the gaps between timed calls (a GPU kept busy runs the next call warmer, hence slower).
         self.fresh.forget()
         before = self.breakdown.spent["references"]
-        for i in range(warmups + self.args.min_reps if timed and active else 0):
-            if i - warmups != stored_at:
-                for sol in active:
-                    self.fresh.checked(f"{workload}/{self.solutions.index(sol)}/{i}", t)
-        if not self.console.is_terminal and len(self.fresh.kept):   # a log shows progress too
-            self.console.print(f"{workload}: {len(self.fresh.kept)} references of fresh latents decoded in "
+        draws = [(i, sol) for i in range(warmups + self.args.min_reps if timed and active else 0)
+                 if i - warmups != stored_at for sol in active]
+        if draws:       # the judge's longest silent step: said before and after, on a terminal and in a log
+            self.console.print(f"{workload}: decoding the references of {len(draws)} draws of fresh latents")
+        for i, sol in draws:
+            self.fresh.checked(f"{workload}/{self.solutions.index(sol)}/{i}", t)
+        if draws:
+            self.console.print(f"{workload}: references decoded in "
                                f"{self.breakdown.spent['references'] - before:.0f} s; calls follow")
         task = progress.add_task(workload, total=(warmups + (self.args.min_reps if timed else 2)) * max(1, len(active)))
         while active:

@@ -80,6 +80,10 @@ def parse_args(argv):
                    help="on GPUs, verify the long fresh clips against the release bf16 decode, the allowance widened "
                         "by its error (faster; a partial certificate: the task's rule then holds on the stored calls "
                         "only)")
+    p.add_argument("--fp32", choices=("video", "tile"),
+                   help="what of each long fresh draw the gate's fp32 decode covers: the whole video (the CPU's "
+                        "default), or a secret tile beside the whole video checked against the release bf16 decode "
+                        "(the GPUs' default; about 7%% of the fp32 work)")
     p.add_argument("--timeout-scale", type=float, default=1.0)
     p.add_argument("--no-isolation", action="store_true", help="run the ranks unconfined (never a certificate)")
     p.add_argument("--no-audit", action="store_true", help="skip the static audit (never a certificate)")

@@ -54,6 +54,34 @@ class Band:
         return video.narrow(self.axis, self.lo * scale, (self.hi - self.lo) * scale)
 
 
+@dataclasses.dataclass(frozen=True)
+class Tile:
+    """A rectangle of the video: the latent rows of one Band (axis ROWS) by the columns of another (COLUMNS). Its
+    decode narrows both axes at every stage, so its halo is the band's on each side of both."""
+    rows: Band
+    cols: Band
+
+    def __post_init__(self):
+        if (self.rows.axis, self.cols.axis) != (ROWS, COLUMNS):
+            raise ValueError("a tile is a band of rows by a band of columns")
+
+    @property
+    def whole(self):
+        return self.rows.whole and self.cols.whole
+
+    def label(self):
+        """Where it is in the video, in pixels (16 per latent row or column)."""
+        r, c = self.rows, self.cols
+        return f"rows {16 * r.lo}-{16 * r.hi}, columns {16 * c.lo}-{16 * c.hi} of the video"
+
+    def of(self, video):
+        return self.cols.of(self.rows.of(video))
+
+
+def _bands(region):
+    return (region.rows, region.cols) if isinstance(region, Tile) else (region,)
+
+
 def split(extent, n, axis=COLUMNS):
     """n bands of nearly equal size covering [0, extent) along axis."""
     if not 1 <= n <= extent:
@@ -123,24 +151,34 @@ class Cut:
         return x.narrow(self.axis, start - self.base[stage], stop - start).contiguous()
 
 
-def flops(latent_frames, band, geometry=spec.FULL):
-    """FLOPs of the band's decode of `latent_frames` latent frames, counted as spec.flops_by_weight counts the whole
-    decode, each conv over the span it computes (halo included)."""
-    if band.whole:
+def flops(latent_frames, region, geometry=spec.FULL):
+    """FLOPs of the decode of a band or a tile over `latent_frames` latent frames, counted as spec.flops_by_weight
+    counts the whole decode, each conv over the span it computes on each axis (halo included)."""
+    if region.whole:
         return spec.decode_flops(latent_frames, geometry)
-    sp, levels = spans(band, geometry), _levels(band.extent, geometry)
+    parts = [(spans(b, geometry), _levels(b.extent, geometry)) for b in _bands(region)]
     total = 0.0
     for name, count in spec.flops_by_weight(latent_frames, geometry).items():
         k = next((k for prefix, k in _STAGE_OF if name.startswith(prefix)), None)
-        total += count if k is None else count * (sp[k][1] - sp[k][0]) / levels[k]
+        if k is not None:
+            for sp, levels in parts:
+                count *= (sp[k][1] - sp[k][0]) / levels[k]
+        total += count
     return total
 
 
-def decode(z, weights, band, out, progress=None):
-    """The fp32 decode (TF32 off) of the band: writes `out`, the band's video (B, 3, 4T-3, ...) (band.of(video) of a
-    whole one, or a tensor of its own; on any device)."""
+def decode(z, weights, region, out, progress=None):
+    """The fp32 decode (TF32 off) of a band or a tile: writes `out`, its video (B, 3, 4T-3, ...) (region.of(video)
+    of a whole one, or a tensor of its own; on any device)."""
     geometry = reference.named_weights(weights, z)[1]
-    cut = None if band.whole else Cut(band, geometry)
+    cuts = [Cut(b, geometry) for b in _bands(region) if not b.whole]
+    if not cuts:
+        cut = None
+    elif len(cuts) == 1:
+        cut = cuts[0]
+    else:
+        def cut(x, stage):
+            return cuts[1](cuts[0](x, stage), stage)
     return reference.decode_fp32(z, weights, out=out, progress=progress, cut=cut)
 
 

@@ -322,6 +322,8 @@ FIXTURES = [
     # ----- cheats with tests of their own ---------------------------------------------------------------------------
     _cheat("cheap_after_warmup.py", RUNTIME, "every call's whole video checked (work skipped after four calls)",
            see=("test_trust::test_skipping_work_after_the_first_calls_is_incorrect",)),
+    _cheat("errs_past_the_rule.py", RUNTIME, "the secret fp32 tile (an error the release check's widening lets by)",
+           see=("test_ci::test_an_error_past_the_rule_within_the_release_check_fails_on_the_secret_tile",)),
     _cheat("escapes_at_build", RUNTIME, "the build runs locked down and leaves nothing (a global constructor)",
            see=("test_bench::test_the_build_runs_locked_down_and_leaves_nothing",)),
     _cheat("exhausts_ports.py", RUNTIME, "ports exhausted in prepare: bench still reports every solution",

@@ -79,7 +79,8 @@ def floored(call, latent_frames, world, peaks, geometry):
 
 def judged(group, z, ref, allow, timeout, device, profile_call=False, atlas=None, key=None, breakdown=NONE):
     """One call on latents z, judged in this process: {"time_s", "status", "reason", "figures", ...}.
-    ref: the fp32 decode of z (fp16, CPU); allow: {"max_abs", "rms"}. With an atlas (harness/report/error_maps.py), a
+    ref: the fp32 decode of z (fp16, CPU), or the release's; allow: {"max_abs", "rms"}, and with "tile" a secret
+    tile held to its own fp32 decode (fresh.TileCheck). With an atlas (harness/report/error_maps.py), a
     call whose figures fail (every call, with the atlas's `every`) is mapped from the same copy of out, kept under
     `key`, and its words are the record's `error_map`."""
     import torch
@@ -93,6 +94,12 @@ def judged(group, z, ref, allow, timeout, device, profile_call=False, atlas=None
         raise group.short_of_gpu_memory(e) from e
     problems = list(problems)
     status, reason = checks.judge(figs, allow)
+    tile = allow.get("tile")          # the secret fp32 tile of a long fresh draw (fresh.TileCheck)
+    if tile is not None:
+        with breakdown.part("checks"):
+            tile_figs, tile_status, tile_reason = tile.judge(read1, device)
+        if status == "passed":      # a failing video's tile adds no news
+            status, reason = tile_status, tile_reason
     if status != "passed":
         problems.append((status, reason))
     if not settled:
@@ -106,6 +113,9 @@ def judged(group, z, ref, allow, timeout, device, profile_call=False, atlas=None
              for i, r in enumerate(reports)]
     call = {"time_s": seconds, "status": status, "reason": reason, "figures": figs, "done_s": arrivals,
             "rank_s": [(r["t1"] - r["t0"]) / 1e9 for r in reports], "peak_bytes": peaks}
+    if tile is not None:
+        call["tile"] = {"where": tile.tile.label(), "figures": tile_figs,
+                        "allowance": {k: tile.allowance[k] for k in ("max_abs", "rms")}}
     if error_map:
         call["error_map"] = error_map
     return call

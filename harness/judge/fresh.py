@@ -5,6 +5,8 @@ when the run starts, kept in the judge and never written anywhere, so a solution
 seen them in its process. Each is a source clip's worth of frames cut to the workload's length, as the stored
 clips are, so the two cannot be told apart by their statistics. Every fresh call is checked in full (`full`): a call
 checked in part (a warm-up's first frames, say) could be wrong in the rest and still pass."""
+import dataclasses
+import random
 import secrets
 
 import spec
@@ -14,6 +16,28 @@ from harness.judge.breakdown import NONE
 # f121 cuts too, so a stored one is told from a draw by its latents (a prefix of f121's, which come first), and where
 # a draw's check were the release decode's, widened, a solution could be exact only on the stored calls.
 SHORT_LATENT_FRAMES = max(spec.CLIPS[c]["latent_frames"] for c in spec.SHORT_CLIPS)
+# The secret tile's side in latent rows and columns (16 pixels each): 128 x 128 pixels of the full video, whose exact
+# fp32 decode (halo included, data/bands.py) costs 7.4% of the whole decode's FLOPs.
+TILE = 8
+# How a long draw is held to the task's fp32 rule: "video", the fp32 decode of the whole video; "tile", the whole
+# video against the release bf16 decode (the allowance widened by its error) and a secret tile against the tile's fp32
+# decode; "release", the release decode alone (a partial check).
+CHECKS = ("video", "tile", "release")
+
+
+@dataclasses.dataclass
+class TileCheck:
+    """The secret tile of a draw: where it is (data/bands.Tile), its fp32 decode and its allowance."""
+    tile: object
+    ref: object
+    allowance: dict
+
+    def judge(self, video, device):
+        """(figures, status, reason) of this tile of `video` against its fp32 decode."""
+        from harness.judge import checks
+        figs = checks.figures(self.tile.of(video), self.ref, device)
+        status, reason = checks.judge(figs, self.allowance)
+        return figs, status, None if reason is None else f"on the secret fp32 tile ({self.tile.label()}): {reason}"
 
 
 class Fresh:
@@ -45,8 +69,20 @@ class Fresh:
         decode."""
         if (key, latent_frames) not in self.kept:
             z = self.draw(key, latent_frames)
-            self.kept[(key, latent_frames)] = (z, *self.full(z, release=self.device != "cpu"))
+            self.kept[(key, latent_frames)] = (z, *self.full(z, "video" if self.device == "cpu" else "release"))
         return self.kept[(key, latent_frames)]
+
+    def tile(self, key):
+        """The secret tile of `key`'s draw (a data/bands.Tile): TILE x TILE latent rows and columns (the grid, where
+        that is smaller) at a place drawn from the run's secret seed, uniform over the places where it fits."""
+        from data import bands
+        rng = random.Random(f"{self.seed}/{key}/tile")
+        edges = []
+        for axis, extent in zip((bands.ROWS, bands.COLUMNS), self.geometry.latent_hw):
+            size = min(TILE, extent)
+            lo = rng.randrange(extent - size + 1)
+            edges.append(bands.Band(axis, lo, lo + size, extent))
+        return bands.Tile(*edges)
 
     def forget(self):
         self.kept = {}
@@ -84,7 +120,7 @@ class Fresh:
         base = torch.cuda.memory_reserved(self.device)
         z = self.draw("the judge's own measure", 2)        # given to no call
         with torch.no_grad():
-            ref, _ = self.full(z)
+            ref, _ = self._full(z)
             reference.decode_bf16(z.to(self.device), self._weights(), out=self._video(z))
             video = (1, 3, spec.frames(max_frames), *self.geometry.video_hw)
             read1 = torch.zeros(video, dtype=torch.bfloat16, device=self.device)
@@ -112,28 +148,48 @@ class Fresh:
         stored, drawn = spec.allowance(clip, self.geometry), spec.allowance_from(own["max_abs"], own["rms"])
         return {k: max(stored[k], drawn[k]) for k in stored}
 
-    def full(self, z, release=False):
+    def full(self, z, check="video", key=None):
         with self.breakdown.part("references"):
-            return self._full(z, release)
+            return self._full(z, check, key)
 
-    def _full(self, z, release=False):
-        """(a reference video of all of z, its allowance): the fp32 decode with _allowance() (short clips) or the
-        stored clip's allowance; or, with `release` and more than SHORT_LATENT_FRAMES latent frames, the release
-        bf16 decode with the stored clip's allowance plus that clip's bf16 error, which any video within the
-        allowance of the fp32 decode meets (the triangle inequality; the stored clip's bf16 error stands for that
-        of these latents, drawn from the same statistics). Short clips (f1, f5, f17) are decoded in fp32 either way:
-        their stored latents can be told from a draw (SHORT_LATENT_FRAMES), and the maximum error of a short draw
-        varies most, so the stored clip's would not stand for it."""
+    def _full(self, z, check="video", key=None):
+        """(a reference video of all of z, its allowance) by `check` (CHECKS):
+        - "video": the fp32 decode, with _allowance() (short clips) or the stored clip's allowance;
+        - "release" (more than SHORT_LATENT_FRAMES latent frames): the release bf16 decode with the stored clip's
+          allowance plus that clip's bf16 error, which any video within the allowance of the fp32 decode meets (the
+          triangle inequality; the stored clip's bf16 error stands for that of these latents, drawn from the same
+          statistics);
+        - "tile" (likewise): "release", and the allowance's "tile" a TileCheck of `key`'s secret tile: its fp32
+          decode, its allowance the task's rule on the release decode's error there where that is above the stored
+          clip's (as _allowance does for a short draw: a tile's error varies more than a whole video's).
+        Short clips (f1, f5, f17) are decoded in fp32 whatever `check` says: their stored latents can be told from a
+        draw (SHORT_LATENT_FRAMES), and the maximum error of a short draw varies most, so the stored clip's would not
+        stand for it."""
         import torch
         import reference
+        from data import bands
+        from harness.judge import checks
+        if check not in CHECKS:
+            raise ValueError(f"check is {check!r}, expected one of {CHECKS}")
         clip = next(c for c, e in spec.CLIPS.items() if e["latent_frames"] == z.shape[2])
         allow = spec.allowance(clip, self.geometry)
         short = z.shape[2] <= SHORT_LATENT_FRAMES
         with torch.no_grad():
-            if not release or short:
+            if check == "video" or short:
                 ref = reference.decode_fp32(z.to(self.device), self._weights(), out=self._video(z))
                 # A short clip's maximum varies most from draw to draw; a long one's is the stored clip's.
                 return ref, self._allowance(z, ref, clip) if short else allow
             ref = reference.decode_bf16(z.to(self.device), self._weights(), out=self._video(z))
         cal = spec.calibration(clip, self.geometry)
-        return ref, {"max_abs": allow["max_abs"] + cal["bf16_max_abs"], "rms": allow["rms"] + cal["bf16_rms"]}
+        widened = {"max_abs": allow["max_abs"] + cal["bf16_max_abs"], "rms": allow["rms"] + cal["bf16_rms"]}
+        if check == "release":
+            return ref, widened
+        tile = self.tile(key)
+        exact = torch.empty((1, 3, spec.frames(z.shape[2]), 16 * (tile.rows.hi - tile.rows.lo),
+                             16 * (tile.cols.hi - tile.cols.lo)), dtype=torch.float16)
+        with torch.no_grad():
+            bands.decode(z.to(self.device), self._weights(), tile, exact)
+        own = checks.figures(tile.of(ref), exact, self.device)
+        drawn = spec.allowance_from(own["max_abs"], own["rms"])
+        widened["tile"] = TileCheck(tile, exact, {k: max(allow[k], drawn[k]) for k in allow})
+        return ref, widened

@@ -41,6 +41,14 @@ FRESH_LATENT_FRAMES = 2                              # the fresh clips: f5's sha
 AUDIT_S = 120
 
 
+def fp32_check(args, cpu):
+    """How the gate holds a long fresh draw to the task's fp32 rule (fresh.CHECKS): --fp32 as given; by default the
+    whole video on the CPU (the tiny decode is cheap) and a secret tile on GPUs; --release (GPUs) drops it."""
+    if args.release and not cpu:
+        return "release"
+    return args.fp32 or ("video" if cpu else "tile")
+
+
 class Gate:
     def __init__(self, args, console, add):
         self.args, self.console, self.add = args, console, add
@@ -55,6 +63,7 @@ class Gate:
         self.info, self.solution = {}, None     # each world's ranks as they started; the solution described
         self.review = []                        # the audit's review notes (they fail only with --strict)
         self.breakdown = Breakdown()
+        self.check = fp32_check(args, self.cpu)
 
     def audit(self):
         """audit.py in a child process with a deadline (AUDIT_S, times --timeout-scale where that is above 1: a
@@ -141,7 +150,7 @@ class Gate:
         """(z, reference, allowance) of a call on latents never seen, drawn and decoded now."""
         self.fresh.give(key)
         z = self.fresh.draw(key, t)
-        return (z, *self.fresh.full(z, release=not self.cpu and self.args.release))
+        return (z, *self.fresh.full(z, self.check, key))
 
     def call(self, group, name, t, world, case, first):
         z, ref, allow = case
@@ -197,8 +206,10 @@ class Gate:
         # the next call is (a gap spent decoding a reference, which a solution can time, would tell the unseen calls
         # from the stored ones).
         draws = [(t, key) for _, t, (kind, key) in todo if kind not in ("stored", "repeat")]
-        self.console.print(f"x{world}: decoding the references of {len(draws)} draws of fresh latents "
-                           f"({'fp32' if self.cpu or not self.args.release else 'fp32 and release bf16'}), then the calls")
+        how = {"video": "fp32", "tile": "release bf16 and a secret fp32 tile of the long ones",
+               "release": "release bf16 of the long ones"}[self.check]
+        self.console.print(f"x{world}: decoding the references of {len(draws)} draws of fresh latents ({how}), "
+                           f"then the calls")
         before = self.breakdown.spent["references"]
         unseen = {key: self.case(t, key) for t, key in draws}
         self.console.print(f"x{world}: references decoded in {self.breakdown.spent['references'] - before:.0f} s")
@@ -238,7 +249,7 @@ class Gate:
             first = False
             error_map = self.atlas.draw(name, f"{desc.name} {name}: {call['status']}")
             self.add(name, call["status"], call["reason"], call["time_s"], figures=call["figures"],
-                     **({"error_map": error_map} if error_map else {}))
+                     **({"error_map": error_map} if error_map else {}), **({"tile": call["tile"]} if "tile" in call else {}))
         if group is not None:
             group.close(graceful=True)
 

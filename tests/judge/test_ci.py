@@ -289,7 +289,7 @@ def test_a_stored_call_stands_at_a_secret_place_among_its_shapes_unseen_calls():
     import argparse
     import spec
     from harness.judge.gate_plan import Gate
-    args = argparse.Namespace(tiny=True, maps=False, report=None, fresh_calls=2)
+    args = argparse.Namespace(tiny=True, maps=False, report=None, fresh_calls=2, release=False, fp32=None)
     gate = Gate(args, None, None)
     workloads = ["f1x1", "f5x1", "f17x1", "f121x1", "f241x1"]
     places = {w: set() for w in workloads}
@@ -332,11 +332,11 @@ def test_the_gate_decodes_a_worlds_references_before_its_first_call(tiny_data, m
             pass
     monkeypatch.setattr(gate_plan, "Group", Ranks)
     monkeypatch.setattr(Fresh, "give", lambda self, key: events.append(("draw", key)))
-    monkeypatch.setattr(Fresh, "full", lambda self, z, release=False: (None, None))
+    monkeypatch.setattr(Fresh, "full", lambda self, z, check="video", key=None: (None, None))
     monkeypatch.setattr(gate_plan.Gate, "call", lambda self, group, name, t, world, case, first: events.append(
         ("call", name)) or {"time_s": 1.0, "status": "passed", "reason": None, "figures": None})
     args = argparse.Namespace(tiny=True, maps=False, report=None, fresh_calls=2, seed=None, release=False,
-                              timeout_scale=1.0)
+                              fp32=None, timeout_scale=1.0)
     g = gate_plan.Gate(args, types.SimpleNamespace(print=lambda *a, **k: None), lambda *a, **k: None)
     g.fresh, g.buffers, g.run_ = Fresh(spec.TINY, "cpu"), None, argparse.Namespace(lock=None)
     workloads = ["f1x1", "f5x1", "f17x1", "f121x1"]
@@ -365,15 +365,55 @@ def test_an_audit_that_does_not_end_fails_the_gate(monkeypatch):
     assert time.monotonic() - started < 15
 
 
-def test_on_gpus_the_gate_checks_every_fresh_call_against_fp32_unless_told():
-    """The gate holds fresh long clips to the task's rule (the fp32 decode, the stored allowance): only --release
-    asks for the release bf16 decode, widened (see tests/trust/test_trust.py's marks_by_pid for why)."""
+def test_an_error_past_the_rule_within_the_release_check_fails_on_the_secret_tile(tiny_data, tmp_path):
+    """tests/cheats/errs_past_the_rule.py: 3.5 times the release's error, inside the release check's widened allowance
+    and past the task's rule. With --fp32 tile (the GPUs' default) every long fresh draw's whole video passes its
+    release check and fails on its secret fp32 tile (the tiny geometry's tile is its whole video, so here it is
+    caught every time); the stored call fails its own fp32 check."""
+    p, report, _ = gate(tiny_data, tmp_path, "tests/cheats/errs_past_the_rule.py", "--workloads", "f121x1",
+                        "--fp32", "tile", "--no-audit")
+    assert p.returncode == 1, p.stdout[-3000:]
+    fails = failures(report)
+    fresh = [n for n in fails if n.startswith("fresh f121")]
+    assert len(fresh) == 2 and "fresh latents #1 x1" not in fails
+    for name in fresh:
+        status, reason = fails[name]
+        assert status == "incorrect" and reason.startswith("on the secret fp32 tile (rows 0-64, columns 0-96"), reason
+    assert fails["f121x1"][1].startswith("rms(d)")
+    tile = next(c["tile"] for c in report["checks"] if c["name"] in fresh)
+    assert tile["figures"]["rms"] > tile["allowance"]["rms"]
+
+
+def test_a_tile_is_drawn_at_a_secret_place_uniform_over_the_grid():
+    """Each draw's tile is TILE x TILE latent rows and columns (the grid where smaller) at a place drawn from the run's
+    secret seed and the draw's key: every place occurs, and the same seed and key give the same tile."""
+    import spec
+    from harness.judge.fresh import TILE, Fresh
+    fresh = Fresh(spec.FULL, "cpu", seed=7)
+    tiles = [fresh.tile(f"f121/x1/{k}") for k in range(3000)]
+    assert {(t.rows.hi - t.rows.lo, t.cols.hi - t.cols.lo) for t in tiles} == {(TILE, TILE)}
+    assert {t.rows.lo for t in tiles} == set(range(44 - TILE + 1))
+    assert {t.cols.lo for t in tiles} == set(range(78 - TILE + 1))
+    assert Fresh(spec.FULL, "cpu", seed=7).tile("f121/x1/5") == tiles[5] != Fresh(spec.FULL, "cpu", seed=8).tile(
+        "f121/x1/5")
+    whole = Fresh(spec.TINY, "cpu", seed=7).tile("k")
+    assert whole.whole and whole.label() == "rows 0-64, columns 0-96 of the video"
+
+
+def test_how_the_gate_holds_a_long_fresh_draw_to_the_fp32_rule():
+    """By default the whole video's fp32 decode on the CPU and a secret fp32 tile beside the release decode on GPUs;
+    --fp32 chooses either; --release (GPUs only) drops the fp32 check. The choice reaches the judge's decode with the
+    draw's key (the tile's place is drawn from it)."""
     import types
     from harness.judge import gate_plan
+    cases = {(False, None, True): "video", (False, None, False): "tile", (False, "video", False): "video",
+             (False, "tile", True): "tile", (True, None, False): "release", (True, "video", False): "release",
+             (True, None, True): "video"}
+    for (release, fp32, cpu), check in cases.items():
+        assert gate_plan.fp32_check(types.SimpleNamespace(release=release, fp32=fp32), cpu) == check
     asked = []
     fresh = types.SimpleNamespace(give=lambda key: None, draw=lambda key, t: "z",
-                                  full=lambda z, release: asked.append(release) or ("ref", "allowance"))
-    for release in (False, True):
-        judge = types.SimpleNamespace(cpu=False, args=types.SimpleNamespace(release=release), fresh=fresh)
-        assert gate_plan.Gate.case(judge, 31, "f121/x2/0") == ("z", "ref", "allowance")
-    assert asked == [False, True]
+                                  full=lambda z, check, key: asked.append((check, key)) or ("ref", "allowance"))
+    judge = types.SimpleNamespace(check="tile", fresh=fresh)
+    assert gate_plan.Gate.case(judge, 31, "f121/x2/0") == ("z", "ref", "allowance")
+    assert asked == [("tile", "f121/x2/0")]

@@ -13,7 +13,8 @@ What it checks, beyond bench.py's per-call checks (the same rank processes, judg
   is a review note (console, JSON `review`, JUnit, report) with what a reviewer should look at.
 - The stored workloads (all of them by default), one call each.
 - Fresh latents that exist nowhere on disk (a secret seed, the data maker's latent statistics), a new draw for
-  every call: the gate computes their fp32 decode and the release bf16 decode itself, and the allowance from them.
+  every call: the gate decodes them itself and holds each to the task's fp32 rule (--fp32: the whole video, the
+  CPU's default; or, on GPUs, the whole video against the release bf16 decode beside a secret tile in fp32).
 - Every call's time against the roofline (bounds.bound_of): faster than the hardware allows is impossible.
 
 A failing check's error map (harness/report/error_maps.py; every check's with --maps) says where its video is wrong, and

@@ -2,12 +2,11 @@
 processes and judge as bench, each call checked in this process, and the roofline floor.
 
 Fresh latents exist nowhere on disk (harness/judge/fresh.py). For each world: --fresh-calls draws of f5's shape and of
-every timed shape of the plan, each verified in full against the gate's own fp32 decode of them with the task's
-allowance (on GPUs with --release: the release bf16 decode, the allowance widened by its error, a partial check);
-and
-each stored workload twice, longest first, the first at a secret place among its shape's unseen calls, the second
-(after them) on latents the solution has seen, which must not run faster than the
-fresh calls of that shape beyond noise (bench's tolerance, bench_plan.too_fast): the fastest of a timed shape's fresh
+every timed shape of the plan, each verified in full against the gate's own decodes of them (fp32_check: the whole
+fp32 decode; on GPUs, the release bf16 decode widened and a secret tile in fp32; with --release the release's alone,
+a partial check); and each stored workload twice, longest first, the first at a secret place among its shape's
+unseen calls, the second (after them) on latents the solution has seen, which must not run faster than the fresh
+calls of that shape beyond noise (bench's tolerance, bench_plan.too_fast): the fastest of a timed shape's fresh
 draws, an untimed shape's call on unseen latents after its warm-up (a shape's first call may compile or autotune),
 never a process's first call; every call is verified in full (one checked in part could be wrong in the rest, or skip
 work to lower the bar). A call that looks too fast, or has no bar yet, gets a second look: two more unseen calls of its

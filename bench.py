@@ -26,8 +26,8 @@ unwritten element); max|d| and rms(d) within the allowance against the fp32 refe
 judge's own decode of the fresh latents (fp32 on the CPU; on GPUs the release bf16 decode, the allowance widened by
 its error); PSNR shown; z and the weights unchanged; exactly one `done` (with the call's nonce) and one `report` line
 per rank and call; no process left running; no decoy reference read; calls on the stored latents not faster than
-warm calls on unseen latents beyond noise, after a second look (two more unseen calls) where they seem to be or no
-warm unseen call was timed; the call's time not below the roofline (bounds.impossible). The ranks also report
+warm calls on fresh latents beyond noise, after a second look (two more fresh calls) where they seem to be or no
+warm fresh call was timed; the call's time not below the roofline (bounds.impossible). The ranks also report
 threads left running and replaced functions of torch, time and builtins, and a precision census of what prepare
 returned (a second line: it can only fail a call). From the end of its start or call to its next call a group is
 parked: on GPUs its ranks' CUDA held by the driver's lock (harness/isolation/cuda_lock.py), so GPU work they queued ran

@@ -208,7 +208,7 @@ FIXTURES = [
     _cheat("replays_when_profiled.py", RUNTIME, "--profile: the profiled call's latents are fresh (nothing to replay)",
            bench=Bench("incorrect", "the profiled call: max|d|", run=PROFILED), tier=SLOW),
 
-    # ----- cheats on the inputs: replays (the roofline floor; repeats against unseen calls; second looks), a
+    # ----- cheats on the inputs: replays (the roofline floor; repeats against fresh calls; second looks), a
     # prediction of the data, and the precision census of prepare's tensors at a group's start ---------------------
     _cheat("replays_module_cache.py", RUNTIME, "a replay from a module-level cache",
            bench=Bench("impossible", "below the roofline floor", "f121x1", INPUTS), tier=SLOW),
@@ -216,19 +216,19 @@ FIXTURES = [
            bench=Bench("impossible", "below the roofline floor", "f121x1", INPUTS), tier=SLOW),
     _cheat("replays_function_attribute.py", RUNTIME, "a replay from an attribute of run",
            bench=Bench("impossible", "below the roofline floor", "f121x1", INPUTS), tier=SLOW),
-    _cheat("replays_slowly.py", RUNTIME, "a replay slowed above the roofline: repeats against unseen calls",
+    _cheat("replays_slowly.py", RUNTIME, "a replay slowed above the roofline: repeats against fresh calls",
            bench=Bench("tampering", "faster on repeated inputs", "f121x1", INPUTS),
-           ci_runtime=Gate(1, "f121x1 again", "tampering", "faster on repeated inputs"), tier=SLOW),
+           ci_runtime=Gate(1, "f121x1 repeat", "tampering", "faster on repeated inputs"), tier=SLOW),
     _cheat("replays_from_prepared.py", RUNTIME, "a replay kept in tensors prepare returned",
            bench=Bench("tampering", "faster on repeated inputs", "f121x1", INPUTS), tier=SLOW),
     _cheat("skips_after_a_replay.py", RUNTIME, "the bar a replay is judged by: calls verified in full, a second look",
            bench=Bench("incorrect", "max|d|", "f121x1", INPUTS),      # its skipped second-look calls, in full
-           ci_runtime=Gate(1, "f121x1 again", "tampering", "on a second look: max|d|"), tier=SLOW),
+           ci_runtime=Gate(1, "f121x1 repeat", "tampering", "on a second look: max|d|"), tier=SLOW),
     _cheat("detects_gate.py", RUNTIME, "honest only where it sees the gate: bench's checks are the gate's",
            bench=Bench("impossible", "below the roofline floor", "f121x1", INPUTS), tier=SLOW),
     _cheat("replays_looks.py", RUNTIME, "replays past a second look: each look draws latents of its own",
            bench=Bench("tampering", "faster on repeated inputs", "f121x1", INPUTS),
-           ci_runtime=Gate(1, "f5x1 again", "tampering", "faster on repeated inputs"), tier=SLOW),
+           ci_runtime=Gate(1, "f5x1 repeat", "tampering", "faster on repeated inputs"), tier=SLOW),
     _cheat("predicts_data.py", RUNTIME, "the data predicted from the maker's seed: fresh latents",
            bench=Bench("incorrect", "max|d|", "f5x1", INPUTS),
            ci_runtime=Gate(1, "fresh latents #1 x1", "incorrect", "max|d|"), tier=SLOW),

@@ -55,15 +55,15 @@ def noise(times):
     return (low[-1] - low[0]) / low[0] if len(low) > 1 and low[0] > 0 else 0.0
 
 
-def too_fast(seen, unseen, cpu, spread=0.0):
+def too_fast(seen, fresh, cpu, spread=0.0):
     """The reason when the fastest call on latents a solution had or could have seen beats the fastest on latents
     it never saw by more than noise (PARITY_TOLERANCE, or twice `spread` up to twice PARITY_TOLERANCE: slowing most
-    of its unseen calls buys a solution no more than that); else None."""
+    of its fresh calls buys a solution no more than that); else None."""
     base = PARITY_TOLERANCE_CPU if cpu else PARITY_TOLERANCE
     tol = min(max(base, 2 * spread), 2 * base)
-    if seen and unseen and min(seen) * (1 + tol) < min(unseen):
+    if seen and fresh and min(seen) * (1 + tol) < min(fresh):
         return (f"faster on repeated inputs: {min(seen):.4g} s on latents it had or could have seen, at least "
-                f"{min(unseen):.4g} s on latents it never saw (more than {100 * tol:.0f}% apart)")
+                f"{min(fresh):.4g} s on latents it never saw (more than {100 * tol:.0f}% apart)")
     return None
 
 
@@ -168,9 +168,9 @@ class BenchPlan:
         the first must not beat beyond noise (the stored clips are prefixes of one another: a process that decoded
         the longer one knows the shorter one's video). A timed one: warm-up calls and timed calls on fresh
         latents, except one timed call at a secret position on the stored latents; then REPEATS calls on the stored
-        latents again, which the solution has now seen: they must not be faster than the warm unseen ones beyond noise
-        ("faster on repeated inputs"), judged after a second look (LOOKS more unseen calls) where they are, or where
-        no warm unseen call was timed. Every call is checked in full: a fresh call against the judge's own decode
+        latents again, which the solution has now seen: they must not be faster than the warm fresh ones beyond noise
+        ("faster on repeated inputs"), judged after a second look (LOOKS more fresh calls) where they are, or where
+        no warm fresh call was timed. Every call is checked in full: a fresh call against the judge's own decode
         of it (fp32 on the CPU; on GPUs the release bf16 decode, the allowance widened by the release's error)."""
         e = spec.WORKLOADS[workload]
         world, timed, clip = e.world, e.timed, e.clip
@@ -256,7 +256,7 @@ class BenchPlan:
                                                    len(rec["repeat_s"]) >= REPEATS):
                     verdict = parity(rec, self.cpu)
                     # A machine's noise or a cold call can make a lone bar look high: a second look, LOOKS more
-                    # unseen calls, before the verdict (a solution can only slow them).
+                    # fresh calls, before the verdict (a solution can only slow them).
                     if verdict != {} and sol["name"] not in looks:
                         looks[sol["name"]] = LOOKS
                         continue

@@ -5,11 +5,11 @@ Fresh latents exist nowhere on disk (harness/judge/fresh.py). For each world: --
 every timed shape of the plan, each verified in full against the gate's own decodes of them (fp32_check: the whole
 fp32 decode; on GPUs, the release bf16 decode widened and a secret tile in fp32; with --release the release's alone,
 a partial check); and each stored workload twice, longest first, the first at a secret place among its shape's
-unseen calls, the second (after them) on latents the solution has seen, which must not run faster than the fresh
+fresh calls, the second (after them) on latents the solution has seen, which must not run faster than the fresh
 calls of that shape beyond noise (bench's tolerance, bench_plan.too_fast): the fastest of a timed shape's fresh
-draws, an untimed shape's call on unseen latents after its warm-up (a shape's first call may compile or autotune),
+draws, an untimed shape's call on fresh latents after its warm-up (a shape's first call may compile or autotune),
 never a process's first call; every call is verified in full (one checked in part could be wrong in the rest, or skip
-work to lower the bar). A call that looks too fast, or has no bar yet, gets a second look: two more unseen calls of its
+work to lower the bar). A call that looks too fast, or has no bar yet, gets a second look: two more fresh calls of its
 shape, verified in full, against which its own time is judged again (a machine that became quieter speeds them
 too; a solution can only slow them).
 
@@ -105,11 +105,11 @@ class Gate:
 
     def plan(self, workloads, world):
         """[(check name, latent frames, case)] of one world, in order. A case is ("fresh", key) (verified in full),
-        ("warm", key) (verified in full: a shape's first call, which may autotune, so never a bar), ("unseen", key)
+        ("warm", key) (verified in full: a shape's first call, which may autotune, so never a bar), ("fresh", key)
         (verified in full: an untimed shape's speed on latents never seen, the bar for its stored calls),
         ("stored", workload) or ("repeat", workload) (the same latents again: it must not be much faster).
 
-        A stored call stands at a secret place among the unseen calls of its shape (after the warm-up, where there is
+        A stored call stands at a secret place among the fresh calls of its shape (after the warm-up, where there is
         one), as in bench, where on GPUs a fresh long clip is checked against the release bf16 decode with the
         allowance widened by that decode's own error (here too with --release): a solution that counted its calls
         would know where to be exact."""
@@ -117,7 +117,7 @@ class Gate:
             return spec.WORKLOADS[w].latent_frames
         # Longest first: the stored clips are prefixes of one another, and a stored call after a shorter one of the
         # same source could resume that one's decode; after a longer one it can only replay, which its shape's
-        # unseen calls show.
+        # fresh calls show.
         mine = sorted((w for w in workloads if spec.WORKLOADS[w].world == world), key=frames, reverse=True)
         timed = sorted({frames(w) for w in workloads if spec.WORKLOADS[w].timed})
 
@@ -139,10 +139,10 @@ class Gate:
                 head, block = [], fresh(t)
             else:           # a shape's first call may autotune: a warm-up, where no call of its shape came before
                 head = [] if t in seen else [(f"warm-up {clip} x{world}", t, ("warm", f"{world}/{w}"))]
-                block = [(f"unseen {clip} x{world}", t, ("unseen", f"{world}/{w}/unseen"))]
+                block = [(f"fresh {clip} x{world}", t, ("fresh", f"{world}/{w}/fresh"))]
             seen.add(t)
             block.insert(secrets.randbelow(len(block) + 1), (w, t, ("stored", w)))
-            todo += head + block + [(f"{w} again", t, ("repeat", w))]
+            todo += head + block + [(f"{w} repeat", t, ("repeat", w))]
         return todo
 
     def case(self, t, key):
@@ -202,7 +202,7 @@ class Gate:
         # solution's may see through the files' access times) must not tell its stored calls from the others.
         self.stored = {key: self.stored_case(key) for _, _, (kind, key) in todo if kind in ("stored", "repeat")}
         # And every planned draw decoded before it too: between two calls the judge then does the same work whatever
-        # the next call is (a gap spent decoding a reference, which a solution can time, would tell the unseen calls
+        # the next call is (a gap spent decoding a reference, which a solution can time, would tell the fresh calls
         # from the stored ones).
         draws = [(t, key) for _, t, (kind, key) in todo if kind not in ("stored", "repeat")]
         how = {"video": "fp32", "tile": "release bf16 and a secret fp32 tile of the long ones",
@@ -210,7 +210,7 @@ class Gate:
         self.console.print(f"x{world}: decoding the references of {len(draws)} draws of fresh latents ({how}), "
                            f"then the calls")
         before = self.breakdown.spent["references"]
-        unseen = {key: self.case(t, key) for t, key in draws}
+        drawn = {key: self.case(t, key) for t, key in draws}
         self.console.print(f"x{world}: references decoded in {self.breakdown.spent['references'] - before:.0f} s")
         for name, t, (kind, key) in todo:
             if group is None:
@@ -223,9 +223,9 @@ class Gate:
                     self.add(f"start x{world}", e.status, e.message)
                     return
             try:
-                case = self.stored[key] if kind in ("stored", "repeat") else unseen.pop(key)
+                case = self.stored[key] if kind in ("stored", "repeat") else drawn.pop(key)
                 call = self.call(group, name, t, world, case, first)
-                # latents a process may have seen: not faster than unseen ones (no bar yet: a second look sets one)
+                # latents a process may have seen: not faster than fresh ones (no bar yet: a second look sets one)
                 bar = times.get(t)
                 if kind in ("stored", "repeat") and (not bar or too_fast([call["time_s"]], bar, self.cpu)):
                     more = self.second_look(group, t, world, name, first, times.setdefault(t, []))
@@ -252,19 +252,19 @@ class Gate:
         if group is not None:
             group.close(graceful=True)
 
-    def second_look(self, group, t, world, name, first, unseen):
-        """After a call on seen latents looked too fast, or came with no unseen call of its shape to judge it by
+    def second_look(self, group, t, world, name, first, fresh):
+        """After a call on seen latents looked too fast, or came with no fresh call of its shape to judge it by
         (with --fresh-calls 1 a world's only fresh call of f5's shape is its process's first, never a bar): two more
-        calls of its shape on latents never seen (verified in full), whose times join `unseen`. The flagged call's
-        own time stands: a machine that was loaded during the earlier unseen calls and is quiet now speeds these too,
-        while a solution can only make its unseen calls slower, never faster than its work (so it cannot talk its way
+        calls of its shape on latents never seen (verified in full), whose times join `fresh`. The flagged call's
+        own time stands: a machine that was loaded during the earlier fresh calls and is quiet now speeds these too,
+        while a solution can only make its fresh calls slower, never faster than its work (so it cannot talk its way
         past a replay, as it could if the latents were sent again). Returns the problems of these two calls; the
         caller judges the flagged time again."""
         # Keyed by the flagged check: a stored call's look and its repeat's are other latents (the same ones would
         # let the repeat replay what the look's calls decoded).
         calls = [self.call(group, f"{name} second look #{k + 1}", t, world,
                            self.case(t, f"{world}/{name}/second look/{k}"), first) for k in range(2)]
-        unseen += [c["time_s"] for c in calls if c["status"] == "passed"]
+        fresh += [c["time_s"] for c in calls if c["status"] == "passed"]
         return [(c["status"], f"on a second look: {c['reason']}") for c in calls if c["status"] != "passed"]
 
     def close(self):

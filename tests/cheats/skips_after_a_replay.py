@@ -1,7 +1,7 @@
 """Cheat (lowering the bar a replay is judged by): keeps the last SLOTS videos in zero tensors that prepare returned
 and replays one when its latents come again (the gate's stored call stands anywhere among its shape's unseen calls,
 and a second look may come between it and its repeat); on the two calls after a replay (latents never seen, of the same
-shape) and on the second call of f17's shape (the gate's "unseen" call after its warm-up) it decodes only the first
+shape) and on the second call of f17's shape (the gate's fresh call after its warm-up) it decodes only the first
 frames and leaves zeros after them, so that those calls, which set the bar for the replay, run as fast as it does.
 It fails wherever such a call is verified in full."""
 import time

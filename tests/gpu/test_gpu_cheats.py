@@ -35,7 +35,7 @@ RUNTIME = sorted(GPU_EXPECTED)
 BATCHES = [tuple(RUNTIME[i:i + BATCH]) for i in range(0, len(RUNTIME), BATCH)]
 # The cheats on the inputs: those of a group's start and of a prediction of fresh latents on f5x1; the replays on
 # f121x1, whose timed calls repeat the stored latents (with the GPU's time per frame a replay is below the roofline
-# floor or faster than the unseen calls, whichever its sleep makes it).
+# floor or faster than the fresh calls, whichever its sleep makes it).
 CENSUS = tuple(c for c, bench in sorted(INPUTS.items()) if bench.workload == "f5x1")
 REPLAYS = tuple(c for c, bench in sorted(INPUTS.items()) if bench.workload == "f121x1")
 REPLAYED = (("impossible", "below the roofline floor"), ("tampering", "faster on repeated inputs"),

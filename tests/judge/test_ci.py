@@ -145,12 +145,12 @@ def test_refuses_to_certify_without_isolation(tiny_data, tmp_path):
 
 @pytest.mark.slow
 def test_a_replay_on_an_untimed_clip_fails_without_the_audit(tiny_data, tmp_path):
-    """The untimed clips' repeats have a floor too: their calls on unseen latents after the warm-up. (f17's: a tiny
+    """The untimed clips' repeats have a floor too: their calls on fresh latents after the warm-up. (f17's: a tiny
     f1 decodes in a few milliseconds on the CPU, within the CPU's tolerance of a replay.)"""
     p, report, _ = gate(tiny_data, tmp_path, os.path.join(CHEATS, "replays_untimed.py"), "--workloads", "f17x1",
                         "--no-audit")
     fails = failures(report)
-    assert fails["f17x1 again"][0] == "tampering" and "faster on repeated inputs" in fails["f17x1 again"][1], fails
+    assert fails["f17x1 repeat"][0] == "tampering" and "faster on repeated inputs" in fails["f17x1 repeat"][1], fails
 
 
 @pytest.mark.slow
@@ -166,12 +166,12 @@ def test_a_shapes_warm_up_is_checked_in_full(tiny_data, tmp_path):
 
 @pytest.mark.slow
 def test_a_shapes_slow_first_call_is_no_floor_for_its_repeats(tiny_data, tmp_path):
-    """An untimed shape's warm-up (its first call: compiles, autotunes) is not the speed of unseen latents: the
+    """An untimed shape's warm-up (its first call: compiles, autotunes) is not the speed of fresh latents: the
     stored and repeated calls after it, 0.5 s faster, pass."""
     p, report, _ = gate(tiny_data, tmp_path, os.path.join(ROOT, "tests", "broken", "compiles_per_shape.py"),
                         "--workloads", "f1x1", "--no-audit")
     checks = {c["name"]: c["status"] for c in report["checks"]}
-    assert checks["warm-up f1 x1"] == checks["f1x1"] == checks["f1x1 again"] == "passed", failures(report)
+    assert checks["warm-up f1 x1"] == checks["f1x1"] == checks["f1x1 repeat"] == "passed", failures(report)
 
 
 def test_junit_and_the_console_hold_no_control_from_a_solution(tmp_path, capsys):
@@ -281,10 +281,10 @@ def test_the_gate_on_a_narrow_terminal_prints_no_row_of_a_solution_where_its_own
     assert not forged, forged
 
 
-def test_a_stored_call_stands_at_a_secret_place_among_its_shapes_unseen_calls():
+def test_a_stored_call_stands_at_a_secret_place_among_its_shapes_fresh_calls():
     """On GPUs a fresh long clip is held to the release decode's widened allowance and only the stored calls to the
     task's rule: counting its calls must not tell a solution which one is stored. Over many plans every place occurs,
-    never before a shape's warm-up; the repeat follows every unseen call of its shape; stored calls stay longest
+    never before a shape's warm-up; the repeat follows every fresh call of its shape; stored calls stay longest
     first (a longer stored clip after a shorter one of its source could resume it)."""
     import argparse
     import spec
@@ -302,7 +302,7 @@ def test_a_stored_call_stands_at_a_secret_place_among_its_shapes_unseen_calls():
             t = spec.WORKLOADS[w].latent_frames
             at = next(i for i, (name, _, case) in enumerate(plan) if case == ("stored", w))
             start = max([i + 1 for i, (kind, _) in enumerate(kinds[:at]) if kind == "repeat"] or [0])
-            shape = [i for i, (kind, u) in enumerate(kinds) if u == t and kind in ("fresh", "unseen", "warm")
+            shape = [i for i, (kind, u) in enumerate(kinds) if u == t and kind in ("fresh", "warm")
                      and i >= start]
             assert all(kinds[i][0] != "warm" or i < at for i in shape)
             places[w].add(sum(1 for i in shape if i < at and kinds[i][0] != "warm"))

@@ -31,7 +31,7 @@ INPUTS = bench_runs(fixtures.INPUTS)            # on f5x1 and f121x1: replays, a
 @pytest.mark.parametrize("cheats", [tuple(INPUTS)], ids=["all"])
 def test_bench_fails_every_cheat_on_the_inputs(tiny_data, tmp_path, cheats):
     """Timed calls get fresh latents, one at a secret position the stored ones, then the stored ones again: a
-    replay is faster than the hardware allows or, slowed down to stay above that, than any unseen call; a
+    replay is faster than the hardware allows or, slowed down to stay above that, than any fresh call; a
     prediction of the data is wrong."""
     out = tmp_path / "r.json"
     p = subprocess.run([sys.executable, "bench.py", "solutions/reference", *[os.path.join(CHEATS, c) for c in cheats],
@@ -51,7 +51,7 @@ def test_bench_fails_every_cheat_on_the_inputs(tiny_data, tmp_path, cheats):
 def test_a_stored_clip_is_not_answered_from_another(tiny_data, tmp_path):
     """The stored clips are prefixes of one another: after f121's stored call, f17's stored call copies its first
     frames (bench: against a fresh call of f17's shape after it; the gate, which runs a world's longest stored clip
-    first so that a longer one can never resume a shorter one's decode: against f17's unseen calls)."""
+    first so that a longer one can never resume a shorter one's decode: against f17's fresh calls)."""
     cheat = os.path.join(CHEATS, "resumes_a_prefix.py")
     out = tmp_path / "r.json"
     p = subprocess.run([sys.executable, "bench.py", cheat, "--tiny", "--workloads", "f17x1,f121x1", "--warmup", "0",
@@ -78,7 +78,7 @@ def test_a_stored_clip_is_not_answered_from_another(tiny_data, tmp_path):
 @pytest.mark.slow
 def test_a_stored_call_with_no_bar_gets_a_second_look(tiny_data, tmp_path):
     """With --fresh-calls 1 a world's only fresh call of f5's shape is its process's first, never the bar: the gate's
-    stored f5 call, answered from f121's stored video, is judged against a second look's unseen calls."""
+    stored f5 call, answered from f121's stored video, is judged against a second look's fresh calls."""
     out = tmp_path / "ci.json"
     p = subprocess.run([sys.executable, "ci.py", os.path.join(CHEATS, "resumes_a_prefix.py"), "--tiny", "--no-audit",
                         "--workloads", "f121x1,f5x1", "--fresh-calls", "1", "--json", str(out)], cwd=ROOT,
@@ -162,7 +162,7 @@ def test_gate_holds_every_call_to_the_rule_whatever_a_solution_knows(tiny_data, 
 @pytest.mark.slow
 @pytest.mark.parametrize("cheat", [c for c, f in INPUTS.items() if f.ci_runtime])
 def test_gate_without_audit_fails_the_cheats_on_the_inputs(tiny_data, tmp_path, cheat):
-    """The gate's own checks of the inputs: a stored call and its repeat against the unseen ones, the second look
+    """The gate's own checks of the inputs: a stored call and its repeat against the fresh ones, the second look
     verified in full, fresh draws (the replays' other forms and the census at a group's start: bench's run of every
     cheat above, through the same judge)."""
     code, check, status, phrase = INPUTS[cheat].ci_runtime

@@ -7,15 +7,16 @@
     from audit import audit
     report = audit("solutions/reference")      # report.ok, .failures, .notes, .allowed, .warnings
 
-Two kinds of finding. A rule of rules.FAILS (the task's file-io rule; files the audit cannot read) fails the gate:
+Two kinds of finding. A rule of verdicts.FAILS (the task's file-io rule; files the audit cannot read) fails the gate:
 the audit is its only check and no honest solution needs what it forbids. Every other finding is a review note:
 a construct honest decoders use (a mutable default argument, a module-level cache, a thread pool) that the runtime
 checks already stand behind (fresh latents checked in full on every timed call, threads and processes left running,
 the precision census); the gate shows it, with what a reviewer should look at, and passes.
 
-What is read, and how (one module of harness/ each; the rules themselves are one table, harness/audit/rules.py):
-- Python (`.py`) by its syntax tree (harness/audit/python_rules.py, names through harness/audit/names.py and
-  context.py): names are resolved through the file's imports and simple aliases (`t = torch`, `T = type(x)`) to dotted
+What is read, and how (one module of harness/ each; the rules themselves are one table, harness/audit/rules.py,
+and what each rule's finding does at the gate is harness/audit/verdicts.py's):
+- Python (`.py`) by its syntax tree (harness/audit/python_rules.py, the files read by harness/audit/python_sources.py,
+  names through harness/audit/names.py and context.py): names are resolved through the file's imports and simple aliases (`t = torch`, `T = type(x)`) to dotted
   names (`torch.load`), which the rules' `names` map to rules; bare builtins (`open`, `eval`) count unless a function
   binds the name locally. Imports between the solution's own modules are followed (`helper.torch.load` is `torch.load`),
   and so are re-exports (`spec.os`, `torch.os`, `x.torch.load`); a module used as a value (an argument, an attribute, a
@@ -55,10 +56,11 @@ import json
 import os
 import sys
 
-from harness.audit import cpp, files, python_rules
+from harness.audit import cpp, files, python_sources
 from harness.audit.files import UsageError
 from harness.audit.findings import Finding
-from harness.audit.rules import CPP_RULES, FAILS, LOOK, RULES
+from harness.audit.rules import CPP_RULES, RULES
+from harness.audit.verdicts import FAILS, LOOK
 
 __all__ = ["audit", "Report", "Finding", "UsageError", "RULES", "CPP_RULES", "FAILS", "LOOK", "format_report",
            "format_rules", "passed", "main"]
@@ -105,7 +107,7 @@ def audit(path):
     python, yml, sources, pyc, other = solution.files()
     include_dirs = cpp.audit_build_files(solution, yml, sources)
     cpp.audit_sources(solution, sources, include_dirs, other)
-    python_rules.audit_sources(solution, python)
+    python_sources.audit_sources(solution, python)
     solution.check_leftovers(pyc, other)
     findings, allowed, warnings = [], [], []
     for rel in sorted(solution.units):

@@ -11,7 +11,7 @@ import functools
 import importlib
 import types
 
-from harness.audit import files, rules
+from harness.audit import files, module_names, rules
 
 DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
@@ -68,9 +68,9 @@ class Context:
         aliases = self.modules.aliases
         if depth > 8:
             return {q}
-        if head in rules.MODULE_ALIASES:
-            return self.expand(".".join([rules.MODULE_ALIASES[head]] + parts[1:]), depth + 1)
-        if head in rules.PROJECT and len(parts) > 1 and parts[1] in self.project(head).aliases:
+        if head in module_names.MODULE_ALIASES:
+            return self.expand(".".join([module_names.MODULE_ALIASES[head]] + parts[1:]), depth + 1)
+        if head in module_names.PROJECT and len(parts) > 1 and parts[1] in self.project(head).aliases:
             return self.expand(".".join([self.project(head).aliases[parts[1]]] + rest), depth + 1)
         if head in aliases and len(parts) > 1 and parts[1] in aliases[head]:
             return {e for t in aliases[head][parts[1]] for e in self.expand(".".join([t] + rest), depth + 1)}
@@ -81,11 +81,11 @@ class Context:
         name (`torch.os.system` is `os.system`)."""
         parts = q.split(".")
         candidates = [q] + [".".join(parts[i:]) for i in range(suffixes_from, len(parts))
-                            if parts[i] in rules.SENSITIVE]
+                            if parts[i] in module_names.SENSITIVE]
         whole = self.expand(q)
         for c in (e for c in candidates for e in sorted(self.expand(c))):
             head = c.split(".")
-            if head[0] in rules.PROJECT:
+            if head[0] in module_names.PROJECT:
                 tainted = self.project(head[0]).tainted
                 if len(head) > 1 and head[1] in tainted:
                     rule, where = tainted[head[1]]
@@ -99,7 +99,7 @@ class Context:
                 return rule, f"{shown} {rules.phrase(rule, entry)}"
             if entry is not None and c in whole:
                 return None      # explicitly allowed (os.path.join): its tails are not read again
-        head = next((e.split(".")[0] for e in sorted(whole) if e.split(".")[0] in rules.NAMED_ONLY), None)
+        head = next((e.split(".")[0] for e in sorted(whole) if e.split(".")[0] in module_names.NAMED_ONLY), None)
         if head:
             return "foreign-code", f"`{self.show(q)}`: of `{head}` the audit allows only the members it lists"
         return None

@@ -7,7 +7,7 @@ are; the scalar forms (`floorf`, `std::floor`, also device code's) only where a 
 `(int)std::ceil(n / 64.0) * 64`), as Python's math.floor on numbers is not."""
 import re
 
-from harness.audit import rules
+from harness.audit import arithmetic, rules
 
 _CALL = re.compile(r"\b((?:floor|ceil)[f_]?|clamp(?:_min|_max)?_?|clip_?|to|toType|type|view|div_?|divide_?|"
                    r"true_divide_?|fminf?|fmaxf?|min|max|__hmin|__hmax)\s*(<[^<>()]*>\s*)?\(")
@@ -19,8 +19,9 @@ _FLOAT_LITERAL = re.compile(r"(?<![\w.])(0[xX][\da-fA-F']*\.?[\da-fA-F']*[pP][-+
                             r"0[xX]0*433[08]0{12}\b)")
 # The bit patterns of 2^23 and 1.5 x 2^23 as fp32 (0x4b000000, 0x4b400000) and of 2^52, 1.5 x 2^52 as fp64.
 _ROUNDER_BITS = (0x4B000000, 0x4B400000, 0x4330000000000000, 0x4338000000000000)
-_SCALES = re.compile(r"[\w)\].]\s*[*/](?![/*=])|\b(" + "|".join(rules.DIVIDES + rules.MULTIPLIES) + r")\s*\(")
-_DIVIDES = re.compile(r"[\w)\]]\s*/(?![/*=])|\b(" + "|".join(rules.DIVIDES) + r")\s*\(")
+_SCALES = re.compile(r"[\w)\].]\s*[*/](?![/*=])|\b(" + "|".join(arithmetic.DIVIDES + arithmetic.MULTIPLIES) +
+                     r")\s*\(")
+_DIVIDES = re.compile(r"[\w)\]]\s*/(?![/*=])|\b(" + "|".join(arithmetic.DIVIDES) + r")\s*\(")
 _CLOSING, _TIMES = re.compile(r"\s*\)"), re.compile(r"\s*[*/](?![/*=])")
 _METHOD = re.compile(r"\s*(?:\.|->)\s*(\w+)\s*(?:<[^<>()]*>\s*)?\(")
 _INT_CAST = re.compile(r"(\(\s*((un)?signed\s+)?(int|long|long\s+long|short|char|size_t|(__)?u?int(8|16|32|64)_t|index_t)"
@@ -123,7 +124,7 @@ def _scaled_after(code, end, close):
         m = _METHOD.match(code, i)
         if not m:
             break
-        if m.group(1) in rules.DIVIDES + rules.MULTIPLIES:
+        if m.group(1) in arithmetic.DIVIDES + arithmetic.MULTIPLIES:
             return True
         if m.end() - 1 not in close:
             return False
@@ -163,7 +164,7 @@ def _rounders(code):
                 float.fromhex(text) if text[:2].lower() == "0x" else float(text)
         except ValueError:
             continue
-        if value in rules.ROUNDERS or (isinstance(value, int) and value in _ROUNDER_BITS):
+        if value in arithmetic.ROUNDERS or (isinstance(value, int) and value in _ROUNDER_BITS):
             found.append((m.start(), f"`{text}` is 2^23 or 2^52 (or 1.5 times it, or its bits), which added and "
                                       f"subtracted rounds to integers (quantize/dequantize), which "
                                       f"{rules.phrase('narrow-numerics')}", text))
@@ -197,7 +198,7 @@ def narrow_calls(code):
             outer = parent.get(open_, -1)
             enclosing = re.search(r"(\w+)\s*$", code[max(0, outer - 40):outer]) if outer >= 0 else None
             return _scaled_after(code, end + 1, close) or \
-                bool(enclosing and enclosing.group(1) in rules.DIVIDES + rules.MULTIPLIES)
+                bool(enclosing and enclosing.group(1) in arithmetic.DIVIDES + arithmetic.MULTIPLIES)
 
         if name.rstrip("f_") in ("floor", "ceil"):
             ns = re.search(r"(\w+)\s*::$", before)
@@ -211,12 +212,12 @@ def narrow_calls(code):
             hi = _literal(values[1])[0] if len(values) > 1 else None
             if name.startswith("clamp_max"):
                 lo, hi = None, lo
-            if (lo, hi) in rules.NARROW_RANGES or (lo is None or hi is None) and \
-                    {abs(b) for b in (lo, hi) if b is not None} & set(rules.NARROW_LIMITS):
+            if (lo, hi) in arithmetic.NARROW_RANGES or (lo is None or hi is None) and \
+                    {abs(b) for b in (lo, hi) if b is not None} & set(arithmetic.NARROW_LIMITS):
                 found.append((start, f"{shown} clamps to a narrow format's range (quantize/dequantize), which "
                                      f"{narrower}", shown))
         elif name in _MINS + _MAXES:
-            if _bounds(name, args) in rules.NARROW_RANGES:
+            if _bounds(name, args) in arithmetic.NARROW_RANGES:
                 found.append((start, f"{shown} clamps to a narrow format's range (quantize/dequantize), which "
                                      f"{narrower}", shown))
         elif method and name == "view":

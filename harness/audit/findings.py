@@ -1,9 +1,10 @@
 """The audit's findings, one file's at a time, and the allowance comments (`audit: allow RULE -- reason`) that
-silence review notes. A finding of a rule in rules.FAILS fails the gate; any other is a review note."""
+silence review notes. A finding of a rule in verdicts.FAILS fails the gate; any other is a review note."""
 import dataclasses
 import re
 
-from harness.audit.rules import FAILS, LOOK, RULES
+from harness.audit.rules import RULES
+from harness.audit.verdicts import FAILS, LOOK
 from harness.report import console
 
 _ALLOW = re.compile(r"audit:\s*allow\b(?P<body>.*)$")

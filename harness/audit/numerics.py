@@ -5,7 +5,7 @@ below fp32, torch.compile with a backend of the solution's own."""
 import ast
 import re
 
-from harness.audit import rules
+from harness.audit import arithmetic, rules
 from harness.audit.names import const_str, number
 
 
@@ -15,7 +15,7 @@ def scaling(node, ops=(ast.Div, ast.Mult)):
         return isinstance(node.op, ops)
     f = node.func if isinstance(node, ast.Call) else None
     name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
-    return name in rules.DIVIDES + (rules.MULTIPLIES if ast.Mult in ops else ())
+    return name in arithmetic.DIVIDES + (arithmetic.MULTIPLIES if ast.Mult in ops else ())
 
 
 FP32 = {"triton.language.float32", "triton.language.core.float32"}
@@ -269,7 +269,7 @@ def check(self, node):
     def dtypes(a):
         return self.names.qualify(a) | (text_dtypes(const_str(a)) if typed or numpy or a in kw_dtype else set())
     for a in values:
-        dtype = dtypes(a) & set(rules.NARROW_DTYPES)
+        dtype = dtypes(a) & set(arithmetic.NARROW_DTYPES)
         if dtype:
             self.add(node, "narrow-numerics", f"`{ast.unparse(node)[:60]}` uses the dtype `{min(dtype, key=len)}`, "
                                               f"which {rules.phrase('narrow-numerics')}")
@@ -290,7 +290,7 @@ def check(self, node):
         self.add(node, "narrow-numerics", f"`{ast.unparse(node)[:60]}` accumulates in less than fp32 (or in an "
                                           f"accumulator the audit cannot trace to an fp32 one), which "
                                           f"{rules.phrase('narrow-numerics')}")
-    if name == "view" and any(dtypes(a) & set(rules.INT_DTYPES) for a in values):
+    if name == "view" and any(dtypes(a) & set(arithmetic.INT_DTYPES) for a in values):
         self.add(node, "narrow-numerics", f"`{ast.unparse(node)[:60]}` reinterprets a tensor's bits as integers "
                                           f"(bit masks round to a coarse grid), which "
                                           f"{rules.phrase('narrow-numerics')}")
@@ -298,27 +298,28 @@ def check(self, node):
         return
     shown = f"`{ast.unparse(node)[:60]}`"
     grid = f"rounds to a coarse grid (quantize/dequantize), which {rules.phrase('narrow-numerics')}"
-    if name in rules.FLOORS and operand is not None and (scaled_result or any(map(scaling, ast.walk(operand)))):
+    if name in arithmetic.FLOORS and operand is not None and \
+            (scaled_result or any(map(scaling, ast.walk(operand)))):
         self.add(node, "narrow-numerics", f"{shown} with a scale {grid}")
     elif name.startswith(("trunc", "fix")) and operand is not None:     # no index needs them, scale or not
         self.add(node, "narrow-numerics", f"{shown} truncates a tensor to integers: {grid}")
-    int_cast = name in rules.INT_CASTS and not values or name in ("to", "type", "astype") and any(
-        dtypes(a) & set(rules.INT_DTYPES) for a in values)
+    int_cast = name in arithmetic.INT_CASTS and not values or name in ("to", "type", "astype") and any(
+        dtypes(a) & set(arithmetic.INT_DTYPES) for a in values)
     if method and int_cast and (any(scaling(n, (ast.Div,)) for n in ast.walk(f.value)) or
                                 scaled_result and any(scaling(n) for n in ast.walk(f.value))):
         self.add(node, "narrow-numerics", f"{shown}, an integer cast of a quotient, {grid}")
     elif method and (name in ("int", "short") and not values or name in ("to", "type", "astype") and any(
-            dtypes(a) & set(rules.ROUNDING_CASTS) for a in values)):
+            dtypes(a) & set(arithmetic.ROUNDING_CASTS) for a in values)):
         # the quotient may be lines away; indices need int64 only
         self.add(node, "narrow-numerics", f"{shown}, a cast to a 16- or 32-bit integer type, {grid}")
     if any(k.arg == "rounding_mode" and const_str(k.value) in ("floor", "trunc") for k in node.keywords) \
             and scaled_result:
         self.add(node, "narrow-numerics", f"{shown}, a rounded division scaled back, {grid}")
-    if name in rules.CLAMPS:
+    if name in arithmetic.CLAMPS:
         keys = {k.arg: number(k.value) for k in node.keywords}
         lo = number(args[0]) if args else keys.get("min", keys.get("a_min"))
         hi = number(args[1]) if len(args) > 1 else keys.get("max", keys.get("a_max"))
-        if (lo, hi) in rules.NARROW_RANGES or (lo is None or hi is None) and \
-                {abs(b) for b in (lo, hi) if b is not None} & set(rules.NARROW_LIMITS):
+        if (lo, hi) in arithmetic.NARROW_RANGES or (lo is None or hi is None) and \
+                {abs(b) for b in (lo, hi) if b is not None} & set(arithmetic.NARROW_LIMITS):
             self.add(node, "narrow-numerics", f"{shown} clamps to a narrow format's range (quantize/dequantize), "
                                               f"which {rules.phrase('narrow-numerics')}")

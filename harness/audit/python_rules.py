@@ -5,18 +5,15 @@ int8 casts, rounding to a grid), format strings that read attributes, strings th
 Comments never reach the tree; docstrings and bare string statements are skipped; other string constants are
 scanned for narrow formats and, when they look like C/C++ or PTX source, by the C++ rules too. spec.py and
 reference.py are read by the same checks (project mode): their functions that do what a solution may not are
-banned through them (`spec.load_reference`).
+banned through them (`spec.load_reference`). Which files are read, and in what context, is
+harness/audit/python_sources.py's.
 """
 import ast
-import functools
 import os
 import string
 
-from harness.audit import context, cpp, files, findings, names, numerics, patterns, rules, streams
+from harness.audit import arithmetic, cpp, files, module_names, names, numerics, patterns, rules, streams
 from harness.audit.names import const_number, const_str, is_type, number, root
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
 
 def _format_fields(template):
     """The field names of a str.format template, nested ones included; ValueError when it is malformed."""
@@ -173,7 +170,7 @@ class Checker(ast.NodeVisitor):
     def _import(self, node, dotted):
         self.check_identifier(node, dotted)
         head = dotted.split(".")[0]
-        if head in rules.HARNESS:
+        if head in module_names.HARNESS:
             self.add(node, "harness-import", f"imports `{dotted}`, part of the harness")
         else:
             v = self.ctx.verdict(dotted)
@@ -187,15 +184,15 @@ class Checker(ast.NodeVisitor):
 
     def known_module(self, head):
         own = {m.split(".")[0] for m in self.ctx.modules.shown.values()} | self.ctx.modules.extensions
-        return head in rules.KNOWN_MODULES or head in rules.RULE_MODULES or head in rules.PROJECT or \
-            head in rules.MODULE_ALIASES or head in own
+        return head in module_names.KNOWN_MODULES or head in rules.RULE_MODULES or head in module_names.PROJECT \
+            or head in module_names.MODULE_ALIASES or head in own
 
     def check_private(self, node, parts):
         """A private name of a library (`torch._int_mm`), or a dunder name outside rules.DUNDERS anywhere."""
         for part in parts[1:]:
             dunder = part.startswith("__") and part.endswith("__")
             if dunder and part not in rules.DUNDERS or \
-                    not dunder and part.startswith("_") and parts[0] in rules.LIBRARIES:
+                    not dunder and part.startswith("_") and parts[0] in module_names.LIBRARIES:
                 self.add(node, "private-name", f"`{'.'.join(parts)[:80]}` {rules.phrase('private-name')} "
                                                f"(`{part}`)")
                 return True
@@ -335,7 +332,7 @@ class Checker(ast.NodeVisitor):
             self.check_rounder(node, number(node))
 
     def check_rounder(self, node, value):
-        if value is not None and abs(value) in rules.ROUNDERS:
+        if value is not None and abs(value) in arithmetic.ROUNDERS:
             self.add(node, "narrow-numerics", f"`{ast.unparse(node)[:40]}` is {abs(value):.0f}, which added and "
                                               f"subtracted rounds to integers (quantize/dequantize), which "
                                               f"{rules.phrase('narrow-numerics')}")
@@ -374,54 +371,3 @@ def parse(unit, data, ctx, project=False, file=None):
     except RecursionError:
         unit.add(1, "unaudited-file", "nested too deeply for the audit to read it all")
         return None
-
-
-def audit_sources(solution, python):
-    """Every Python file of the solution, its imports of the solution's other modules followed."""
-    ctx = context.Context(files.Modules(python, solution.base, solution.extensions), project_module)
-    checkers = []
-    for f in python:
-        if os.path.isdir(os.path.splitext(f)[0]):
-            solution.unit_for(f).add(0, "unaudited-file", f"an ambiguous module: the folder "
-                                                          f"{os.path.basename(os.path.splitext(f)[0])}/ beside it is "
-                                                          f"imported instead where it holds __init__.py")
-        data = solution.read(f)
-        checker = parse(solution.unit_for(f, files.decode_python(data)), data, ctx, file=f) if data is not None \
-            else None
-        if checker is not None:
-            ctx.modules.aliases[ctx.modules.ids[f]] = checker.names.aliases
-            ctx.modules.module_values |= checker.names.module_values | {ctx.modules.ids[f]}
-            checkers.append(checker)
-    for checker in checkers:
-        try:
-            checker.visit(checker.tree)
-        except RecursionError:
-            checker.unit.add(1, "unaudited-file", "nested too deeply for the audit to read it all")
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# The repository modules a solution may import: their functions that do what a solution may not are banned
-# through them too (`spec.load_reference` reads the references).
-
-def project_module(name, loading=frozenset()):
-    """spec.py's or reference.py's aliases and tainted functions; `loading`: the modules being read (a cycle sees
-    an empty module). Memoised per process by the file's stamp, so an edited file is read again."""
-    st = os.stat(os.path.join(ROOT, f"{name}.py"))
-    return _project_module(name, st.st_mtime_ns, st.st_size, loading)
-
-
-@functools.lru_cache(maxsize=None)
-def _project_module(name, mtime_ns, size, loading):
-    with open(os.path.join(ROOT, f"{name}.py"), "rb") as f:
-        data = f.read()
-    inner = loading | {name}
-    ctx = context.Context(project=lambda n: context.EMPTY if n in inner else project_module(n, inner))
-    checker = parse(findings.Unit(f"{name}.py", files.decode_python(data)), data, ctx, project=True)
-    if checker is None:
-        return context.EMPTY
-    checker.visit(checker.tree)
-    # Harness code may set torch flags inside a restoring context (reference.fp32_exact), or pass modules around:
-    # what taints a function is what it does (files, environment, processes, state ...), not its style.
-    found = {fn: [(r, w) for r, w in hits if r not in ("monkeypatch", "dynamic-name")]
-             for fn, hits in checker.by_function.items()}
-    return context.ProjectModule.of(checker.tree, {fn: hits[0] for fn, hits in found.items() if hits}, checker.uses)

@@ -1,9 +1,14 @@
 """audit.py's rules: one table, one row per rule (why it exists, how a finding names it, the Python names and
-attributes it bans, its C/C++ patterns), the lookups derived from it, and the record of a finding.
+attributes it bans, its C/C++ patterns), the names that are fine, a few rules' parameters beyond their rows, and the
+lookups derived from the table.
 
-A Python dotted name is decided by the longest entry that covers it (see names.lookup): an exact entry, else
-`prefix.*` (members of prefix not listed), else `prefix` itself (a banned module bans its members). ALLOWED lists
-the names that are fine, so that a wider entry does not catch them.
+A Python dotted name is decided by the longest entry that covers it (see lookup): an exact entry, else `prefix.*`
+(members of prefix not listed), else `prefix` itself (a banned module bans its members). ALLOWED lists the names that
+are fine, so that a wider entry does not catch them.
+
+Beside the table: what each rule's finding does at the gate (harness/audit/verdicts.py), the modules the audit
+knows by name (harness/audit/module_names.py), the narrow-numerics rule's dtypes, operations and constants
+(harness/audit/arithmetic.py), and the regexes the table shares with the checks (harness/audit/patterns.py).
 """
 import dataclasses
 import re
@@ -326,34 +331,6 @@ TABLE = (
                       "naming no rule, is itself a finding"),
 )
 
-# What a finding of each rule does at the gate. FAILS: the rule fails the gate, and why (a rule the audit is the
-# only check of, whose construct no honest solution needs). Every other rule's finding is a review note: the runtime
-# checks stand behind what the construct could do, and honest decoders use it; LOOK says what a reviewer checks.
-FAILS = {
-    "file-io": "the task's own rule (spec.RULES['file-io']), and the audit is its check",
-    "unaudited-file": "a compiled module, bytecode unlike its source or a source that does not parse is code the "
-                      "file-io rule is never checked on; the harness builds a solution's sources, so none needs one",
-}
-LOOK = {
-    "network": "what the connection reaches (a group has a network namespace of its own on the CPU and at world 1)",
-    "process": "that every thread or process ends within the call (the runtime fails threads and processes left "
-               "running)",
-    "environment": "that no setting of the environment changes the decode (a rank's environment is the platform's)",
-    "foreign-code": "what the loaded or generated code does (the sandbox still holds it)",
-    "monkeypatch": "what is changed, and that it is put back (the runtime compares torch's functions after each call)",
-    "state": "that what is kept is weights, modules or workspaces, never an output (every timed call gets fresh "
-             "latents)",
-    "harness-import": "why the solution needs the harness (the judge trusts nothing a rank says)",
-    "introspection": "what is read of the interpreter (the judge runs in another process)",
-    "dynamic-name": "which names are built (the runtime checks hold whatever is called)",
-    "narrow-numerics": "the task's numerics rule, a rule for the reviewers (the precision census reads what prepare "
-                       "returns; every call is checked against the fp32 decode)",
-    "private-name": "that the private name does what its public form would",
-    "data-file": "what the file holds and who reads it",
-    "allowance": "the allowance comment's form",
-}
-assert set(FAILS) | set(LOOK) == {r.name for r in TABLE} and not set(FAILS) & set(LOOK)
-
 # The names that are fine, so that a wider entry above does not catch them.
 ALLOWED = (
     "os", "os.path", "sys", "io", "builtins.*", "io.BytesIO", "io.StringIO",
@@ -370,68 +347,17 @@ ALLOWED = (
     "torch.compiler.is_dynamo_compiling", "torch.compiler.cudagraph_mark_step_begin", "torch.compiler.allow_in_graph",
     "torch.compiler.reset")     # of diffusers only the model (its loaders import and get names given as text)
 
-# The narrow-numerics rule's arithmetic: dtypes no value may be cast to, the integer dtypes whose cast of a quotient
-# rounds it, the rounding functions that snap to a grid when a scale is applied, and the clamp bounds of narrow
-# formats (int8, uint8, int4, uint4, fp8 e4m3 and e5m2, fp4 e2m1).
-NARROW_DTYPES = ("torch.int8", "torch.uint8", "torch.qint8", "torch.quint8", "torch.qint32", "torch.quint4x2",
-                 "torch.quint2x4", "triton.language.int8", "triton.language.uint8", "numpy.int8", "numpy.uint8",
-                 "int8", "uint8")
-INT_DTYPES = ("torch.int16", "torch.int32", "torch.int64", "torch.long", "torch.int", "torch.short", "torch.uint16",
-              "torch.uint32", "torch.uint64",
-              "triton.language.int16", "triton.language.int32", "triton.language.int64", "numpy.int16",
-              "numpy.int32", "numpy.int64")
-INT_CASTS = ("int", "long", "short")         # tensor methods
-# Casts to these round a float tensor to integers whatever the expression: no index needs them (indices are int64).
-ROUNDING_CASTS = ("torch.int16", "torch.int32", "torch.int", "torch.short", "triton.language.int16",
-                  "triton.language.int32", "numpy.int16", "numpy.int32")
-FLOORS = ("floor", "floor_", "ceil", "ceil_", "trunc", "trunc_", "fix", "fix_")
-DIVIDES = ("div", "div_", "divide", "divide_", "true_divide", "true_divide_")
-MULTIPLIES = ("mul", "mul_", "multiply", "multiply_")
-CLAMPS = ("clamp", "clamp_", "clip", "clip_", "clamp_min", "clamp_min_", "clamp_max", "clamp_max_")
-NARROW_RANGES = ((-128, 127), (-127, 127), (0, 255), (-8, 7), (-7, 7), (0, 15), (-448, 448), (-57344, 57344),
-                 (-6, 6))
-NARROW_LIMITS = (127, 128, 255, 448, 57344)   # a lone clamp bound of these magnitudes names a narrow range too
-# Added and subtracted again, these round an fp32 (2^23, 1.5 x 2^23) or fp64 (2^52, 1.5 x 2^52) to an integer:
-# quantisation without a round() call.
-ROUNDERS = (2.0 ** 23, 1.5 * 2 ** 23, 2.0 ** 52, 1.5 * 2 ** 52)
-
-# The dunder names a solution may use: defining and calling its own classes' methods, and names of things.
+# Parameters of rules beyond their rows. private-name: the dunder names a solution may use (defining and calling its
+# own classes' methods, and names of things); the libraries whose other private names are findings are
+# module_names.LIBRARIES.
 DUNDERS = {"__init__", "__call__", "__name__", "__qualname__", "__doc__", "__module__", "__class__", "__len__",
            "__iter__", "__next__", "__enter__", "__exit__", "__getitem__", "__contains__", "__file__", "__all__",
            "__version__", "__future__", "__main__", "__repr__", "__str__", "__eq__", "__hash__", "__post_init__"}
-# Libraries whose private names are findings (the project's modules are audited through what they do instead).
-LIBRARIES = ("torch", "triton", "numpy", "diffusers", "math", "functools", "itertools", "operator", "collections",
-             "typing", "dataclasses", "warnings", "contextlib", "enum", "abc", "numbers", "string")
-# Modules a solution may import beyond those that a rule names (whose members the table decides): what a decode
-# needs. Any other module is foreign code: the audit does not know what it does.
-KNOWN_MODULES = {"torch", "triton", "numpy", "math", "cmath", "functools", "itertools", "operator", "collections",
-                 "typing", "dataclasses", "warnings", "contextlib", "enum", "abc", "numbers", "string", "re",
-                 "__future__", "copy", "statistics", "fractions", "decimal", "bisect", "heapq", "array", "struct",
-                 "diffusers", "einops", "time", "random", "json", "textwrap", "types", "weakref", "hashlib", "zlib",
-                 "base64", "binascii"}
-# torch.compile's backends by name: torch's own compilers (a function of the solution's would get the graph to rewrite).
+# foreign-code: torch.compile's backends by name, torch's own compilers (a function of the solution's would get the
+# graph to rewrite).
 COMPILE_BACKENDS = ("inductor", "cudagraphs", "eager", "aot_eager")
-
-# The harness and the project, by top-level module name.
-HARNESS = {"bench", "loader", "audit", "ci", "bounds", "data", "harness", "tests", "conftest"}
-PROJECT = ("spec", "reference")   # the repository modules a solution may import
-
-# Private or platform spellings of the modules above.
-MODULE_ALIASES = {
-    "posix": "os", "nt": "os", "posixpath": "os.path", "ntpath": "os.path", "genericpath": "os.path",
-    "_io": "io", "_pyio": "io", "_pickle": "pickle", "_compat_pickle": "pickle", "_socket": "socket",
-    "_ssl": "ssl", "_signal": "signal", "_ctypes": "ctypes", "_imp": "importlib", "_frozen_importlib": "importlib",
-    "_frozen_importlib_external": "importlib", "_posixsubprocess": "subprocess", "_multiprocessing":
-    "multiprocessing", "_sqlite3": "sqlite3", "_posixshmem": "mmap", "_tracemalloc": "tracemalloc",
-    "_operator": "operator", "_winapi": "subprocess",
-}
-# Module names that, met inside a longer dotted name (`torch.os.system`, `self.os.environ`), are read again from
-# there: packages re-export the modules they import.
-SENSITIVE = {"os", "sys", "io", "subprocess", "pickle", "marshal", "shelve", "ctypes", "cffi", "importlib",
-             "builtins", "socket", "shutil", "pathlib", "tempfile", "glob", "mmap", "threading", "_thread",
-             "multiprocessing", "inspect", "gc", "asyncio", "atexit", "runpy", "pkgutil", "zipimport", "fcntl",
-             "urllib", "http", "requests", "torch", "triton", "numpy", *MODULE_ALIASES}
-# Methods that change the object they are called on (besides tensors' in-place `name_` methods).
+# state and monkeypatch: methods that change the object they are called on (besides tensors' in-place `name_`
+# methods).
 MUTATORS = {"update", "clear", "pop", "popitem", "setdefault", "append", "extend", "insert", "remove", "discard",
             "__setitem__", "__delitem__"}
 
@@ -443,9 +369,6 @@ PHRASE = {r.name: r.phrase for r in TABLE if r.phrase}
 NAMES = {**{n: None for n in ALLOWED}, **{n: r.name for r in TABLE for n in r.names}}
 ATTRS = {a: r.name for r in TABLE for a in r.attributes}
 RULE_MODULES = {n.split(".")[0] for n in NAMES}               # modules whose members the table decides
-# Modules the table names that are not KNOWN_MODULES: of these a solution uses only what an entry allows (a member no
-# entry decides, `logging.config`, may turn text into any object).
-NAMED_ONLY = RULE_MODULES - KNOWN_MODULES - {"builtins"}
 NAME_RULES = {n: r.name for r in TABLE for n in r.bare_names}
 DEF_RULES = {n: r.name for r in TABLE for n in r.definitions}
 NOTES = {(r.name, entry): note for r in TABLE for entry, note in r.notes.items()}

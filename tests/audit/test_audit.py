@@ -1,6 +1,6 @@
-"""audit.py (and harness/audit/rules, names, python_rules, cpp, files behind it): every rule fires on a small cheat and
-stays quiet on its legitimate near-miss; the adversarial review's cases with a phrase of their reasons; allowances;
-the report, JSON and exit codes. Solutions are written into tmp_path; nothing is imported or run."""
+"""audit.py (and harness/audit/rules, verdicts, names, python_rules, cpp, files behind it): every rule fires on a
+small cheat and stays quiet on its legitimate near-miss; the adversarial review's cases with a phrase of their reasons;
+allowances; the report, JSON and exit codes. Solutions are written into tmp_path; nothing is imported or run."""
 import json
 import os
 import shutil
@@ -12,7 +12,7 @@ import pytest
 
 import audit
 from fixtures import CHEAT, FIXTURES
-from harness.audit import files, rules
+from harness.audit import files, verdicts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUN = "def run(z, weights, rank, world, pg, out):\n    pass\n"
@@ -1254,7 +1254,7 @@ def test_allowance_with_reason_silences_and_is_listed(tmp_path):
     assert (a.rule, a.line, a.allowance) == ("network", 2, "a reviewed import, unused in run")
 
 
-@pytest.mark.parametrize("rule", sorted(rules.FAILS))
+@pytest.mark.parametrize("rule", sorted(verdicts.FAILS))
 def test_a_solution_cannot_allow_a_failing_rule(tmp_path, rule):
     """A failing rule's finding fails the gate: a solution's own comment may not waive it."""
     report = audit_py(tmp_path, "import torch\n"
@@ -1267,8 +1267,8 @@ def test_a_solution_cannot_allow_a_failing_rule(tmp_path, rule):
 
 def test_only_file_io_and_unread_files_fail():
     """The gate fails the task's file-io rule and files the audit cannot read; every other rule is a review note."""
-    assert set(rules.FAILS) == {"file-io", "unaudited-file"}
-    assert set(rules.LOOK) == set(audit.RULES) - set(rules.FAILS)
+    assert set(verdicts.FAILS) == {"file-io", "unaudited-file"}
+    assert set(verdicts.LOOK) == set(audit.RULES) - set(verdicts.FAILS)
 
 
 def test_honest_patterns_are_review_notes_and_pass(tmp_path):

@@ -1,6 +1,6 @@
 """Cheat (code through a module the audit does not know): `pydoc.locate` returns any object by its dotted name, here
 builtins' exec, which then runs text that rounds the weights to an int8 grid inside run(). The audit knows a list of
-modules (rules.KNOWN_MODULES and those its rules name); any other import is foreign code."""
+modules (module_names.KNOWN_MODULES and those its rules name); any other import is foreign code."""
 import pydoc
 
 import reference

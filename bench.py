@@ -191,6 +191,7 @@ def bench(args, console):
     from harness.judge.session import Session
     gpus, gpu_name = (0, None) if args.tiny else hardware.detect_gpus()
     cpu = args.tiny or gpus == 0
+    hardware.one_thread_on_the_cpu(cpu)
     if cpu and not args.tiny:
         console.print("No CUDA GPU is visible: running the TINY geometry on the CPU (gloo). Its times say nothing "
                       "about a GPU; pass --tiny to choose this explicitly.", style="yellow")

@@ -53,6 +53,7 @@ class Gate:
         self.args, self.console, self.add = args, console, add
         gpus, name = (0, None) if args.tiny else hardware.detect_gpus()
         self.cpu = args.tiny or gpus == 0
+        hardware.one_thread_on_the_cpu(self.cpu)
         self.gpus = gpus
         self.geometry = spec.TINY if self.cpu else spec.FULL
         self.peaks = bounds.peaks_for(self.cpu, name)

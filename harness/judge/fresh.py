@@ -4,7 +4,9 @@ Timed calls get fresh latents: new draws of the data maker's latent statistics (
 when the run starts, kept in the judge and never written anywhere, so a solution can neither predict them nor have
 seen them in its process. Each is a source clip's worth of frames cut to the workload's length, as the stored
 clips are, so the two cannot be told apart by their statistics. Every fresh call is checked in full (`full`): a call
-checked in part (a warm-up's first frames, say) could be wrong in the rest and still pass."""
+checked in part (a warm-up's first frames, say) could be wrong in the rest and still pass. The task's fp32 rule is
+held on the whole video's fp32 decode, or (the gate on GPUs) on a secret tile's (`TileCheck`) beside a whole-video
+check against the release bf16 decode."""
 import dataclasses
 import random
 import secrets

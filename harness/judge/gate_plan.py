@@ -111,16 +111,15 @@ class Gate:
         ("stored", workload) or ("repeat", workload) (the same latents again: it must not be much faster).
 
         A stored call stands at a secret place among the fresh calls of its shape (after the warm-up, where there is
-        one), as in bench, where on GPUs a fresh long clip is checked against the release bf16 decode with the
-        allowance widened by that decode's own error (here too with --release): a solution that counted its calls
-        would know where to be exact."""
+        one), as in bench: a solution that counted its calls would know which one is stored."""
         def frames(w):
             return spec.WORKLOADS[w].latent_frames
         # Longest first: the stored clips are prefixes of one another, and a stored call after a shorter one of the
         # same source could resume that one's decode; after a longer one it can only replay, which its shape's
         # fresh calls show.
         mine = sorted((w for w in workloads if spec.WORKLOADS[w].world == world), key=frames, reverse=True)
-        timed = sorted({frames(w) for w in workloads if spec.WORKLOADS[w].timed})
+        # The timed shapes of this world's own workloads: a run of some workloads draws nothing it did not ask for.
+        timed = {frames(w) for w in mine if spec.WORKLOADS[w].timed}
 
         def fresh(t):
             clip = next(c for c, e in spec.CLIPS.items() if e["latent_frames"] == t)
@@ -129,10 +128,6 @@ class Gate:
                     for k in range(self.args.fresh_calls)]
         todo = [(f"fresh latents #{k + 1} x{world}", FRESH_LATENT_FRAMES, ("fresh", f"{world}/{k}"))
                 for k in range(self.args.fresh_calls)]
-        stored = {frames(w) for w in mine}
-        for t in timed:             # a timed shape's draws beside its stored call, where this world has one
-            if t not in stored:
-                todo += fresh(t)
         seen = {FRESH_LATENT_FRAMES}
         for w in mine:
             t, clip = frames(w), spec.WORKLOADS[w].clip

@@ -311,6 +311,20 @@ def test_a_stored_call_stands_at_a_secret_place_among_its_shapes_fresh_calls():
     assert places["f17x1"] == places["f5x1"] == places["f1x1"] == {0, 1}
 
 
+def test_a_world_draws_only_the_shapes_of_its_own_workloads():
+    """A run of some workloads draws nothing it did not ask for: f121x1 with f1x4 draws f121 at world 1 only; world 4
+    gets f5's shape (every world's) and f1's warm-up and fresh call."""
+    import argparse
+    from harness.judge.gate_plan import Gate
+    gate = Gate(argparse.Namespace(tiny=True, maps=False, report=None, fresh_calls=2, release=False, fp32=None),
+                None, None)
+    four = [name for name, _, _ in gate.plan(["f121x1", "f1x4"], 4)]
+    assert sorted(four) == sorted(["fresh latents #1 x4", "fresh latents #2 x4", "warm-up f1 x4", "fresh f1 x4",
+                                   "f1x4", "f1x4 repeat"])
+    one = [name for name, _, _ in gate.plan(["f121x1", "f1x4"], 1)]
+    assert {"fresh f121 #1 x1", "fresh f121 #2 x1", "f121x1", "f121x1 repeat"} <= set(one)
+
+
 def test_the_gate_decodes_a_worlds_references_before_its_first_call(tiny_data, monkeypatch):
     """Between two calls the judge's work must not depend on the next call: every planned draw is decoded before the
     world's ranks start (only a second look, which follows a call that looked too fast, draws later)."""

@@ -95,18 +95,22 @@ def judged(group, z, ref, allow, timeout, device, profile_call=False, atlas=None
     problems = list(problems)
     status, reason = checks.judge(figs, allow)
     tile = allow.get("tile")          # the secret fp32 tile of a long fresh draw (fresh.TileCheck)
+    by_tile = False
     if tile is not None:
         with breakdown.part("checks"):
             tile_figs, tile_status, tile_reason = tile.judge(read1, device)
         if status == "passed":      # a failing video's tile adds no news
-            status, reason = tile_status, tile_reason
+            status, reason, by_tile = tile_status, tile_reason, tile_status != "passed"
     if status != "passed":
         problems.append((status, reason))
     if not settled:
         problems.append(("tampering", "out changed after done: a rank reported done before its work was finished"))
     group.quiet()
     with breakdown.part("checks"):
-        error_map = atlas.take(key, read1, ref, device, allow, group.world) if atlas and atlas.wanted(status) else None
+        # A tile's failure is mapped by its reason (where the tile is): a map against the release decode, which
+        # the video passed, would show nothing over its allowance.
+        wanted = atlas and atlas.wanted("passed" if by_tile else status)
+        error_map = atlas.take(key, read1, ref, device, allow, group.world) if wanted else None
     status, reason = checks.worst(problems)
     video = read1.numel() * 2
     peaks = [None if r.get("peak") is None else r["peak"] + z.numel() * 2 + (video if i == 0 else 0)

@@ -1,12 +1,13 @@
 """The gate: `python ci.py SOLUTION [--tiny] [--json PATH] [--junit PATH]`; exit 0 only when the audit is clean, the
 ranks ran isolated, every check passed and every workload asked ran.
 
-Exit codes: 0 passed (the audit's review notes shown, not failing), 1 wrong results (incorrect, input modified, tampering, impossibly fast), 2 runtime failure
-(exception, crash, timeout, build or load error), 3 audit failure (a failing rule's finding; with --strict, a review note too), 4 harness error, 5 no isolation (the platform has
-no sandbox and --no-isolation was not given: nothing ran), 6 partial (what ran passed, but workloads this machine
-cannot run, or the audit, were left out). With several kinds of failure the code is the first of harness, audit,
-isolation, runtime, wrong, partial. A run of some workloads (--workloads) passes as what it is: its verdict line
-and JSON (`workloads`, `not_asked`) name what it covers.
+Exit codes: 0 passed (the audit's review notes shown, not failing), 1 wrong results (incorrect, input modified,
+tampering, impossibly fast), 2 runtime failure (exception, crash, timeout, build or load error), 3 audit failure (a
+failing rule's finding; with --strict, a review note too), 4 harness error, 5 no isolation (the platform has no
+sandbox and --no-isolation was not given: nothing ran), 6 partial (what ran passed, but workloads this machine
+cannot run, the audit or, with --release, the fp32 checks were left out). With several kinds of failure the code is
+the first of harness, audit, isolation, runtime, wrong, partial. A run of some workloads (--workloads) passes as
+what it is: its verdict line and JSON (`workloads`, `not_asked`) name what it covers.
 
 What it checks, beyond bench.py's per-call checks (the same rank processes, judge and sandbox):
 - audit.py's static rules over every source: the task's file-io rule and unreadable files fail; every other finding
@@ -75,7 +76,7 @@ def parse_args(argv):
     p.add_argument("solution")
     p.add_argument("--tiny", action="store_true", help="the tiny geometry on the CPU (gloo)")
     p.add_argument("--workloads", help=f"comma list (default: all {len(spec.WORKLOADS)})")
-    p.add_argument("--fresh-calls", type=int, default=2, help="calls with fresh latents per world")
+    p.add_argument("--fresh-calls", type=int, default=2, help="draws of fresh latents per shape and world")
     p.add_argument("--seed", type=int, help="the fresh latents' seed (default: a secret one)")
     p.add_argument("--release", action="store_true",
                    help="on GPUs, verify the long fresh clips against the release bf16 decode, the allowance widened "
@@ -83,8 +84,9 @@ def parse_args(argv):
                         "only)")
     p.add_argument("--fp32", choices=("video", "tile"),
                    help="what of each long fresh draw the gate's fp32 decode covers: the whole video (the CPU's "
-                        "default), or a secret tile beside the whole video checked against the release bf16 decode "
-                        "(the GPUs' default; about 7%% of the fp32 work)")
+                        "default), or a secret tile with which the rms over the video is estimated, beside the whole "
+                        "video checked against the release bf16 decode (the GPUs' default; at most 7.4%% of the fp32 "
+                        "work)")
     p.add_argument("--timeout-scale", type=float, default=1.0)
     p.add_argument("--no-isolation", action="store_true", help="run the ranks unconfined (never a certificate)")
     p.add_argument("--no-audit", action="store_true", help="skip the static audit (never a certificate)")

@@ -98,7 +98,7 @@ def judged(group, z, ref, allow, timeout, device, profile_call=False, atlas=None
     by_tile = False
     if tile is not None:
         with breakdown.part("checks"):
-            tile_figs, tile_status, tile_reason = tile.judge(read1, device)
+            tile_figs, tile_status, tile_reason = tile.judge(read1, figs["rms"], device)
         if status == "passed":      # a failing video's tile adds no news
             status, reason, by_tile = tile_status, tile_reason, tile_status != "passed"
     if status != "passed":

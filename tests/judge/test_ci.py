@@ -382,8 +382,8 @@ def test_an_audit_that_does_not_end_fails_the_gate(monkeypatch):
 def test_an_error_past_the_rule_within_the_release_check_fails_on_the_secret_tile(tiny_data, tmp_path):
     """tests/cheats/errs_past_the_rule.py: 3.5 times the release's error, inside the release check's widened allowance
     and past the task's rule. With --fp32 tile (the GPUs' default) every long fresh draw's whole video passes its
-    release check and fails on its secret fp32 tile (the tiny geometry's tile is its whole video, so here it is
-    caught every time); the stored call fails its own fp32 check."""
+    release check and fails the rms estimated with its secret fp32 tile (the tiny geometry's tile is its whole video,
+    where the estimate is exact); the stored call fails its own fp32 check."""
     p, report, _ = gate(tiny_data, tmp_path, "tests/cheats/errs_past_the_rule.py", "--workloads", "f121x1",
                         "--fp32", "tile", "--no-audit")
     assert p.returncode == 1, p.stdout[-3000:]
@@ -392,10 +392,13 @@ def test_an_error_past_the_rule_within_the_release_check_fails_on_the_secret_til
     assert len(fresh) == 2 and "fresh latents #1 x1" not in fails
     for name in fresh:
         status, reason = fails[name]
-        assert status == "incorrect" and reason.startswith("on the secret fp32 tile (rows 0-64, columns 0-96"), reason
+        assert status == "incorrect" and reason.startswith(
+            "rms(d) over the video, estimated with the secret fp32 tile (rows 0-64, columns 0-96"), reason
     assert fails["f121x1"][1].startswith("rms(d)")
-    tile = next(c["tile"] for c in report["checks"] if c["name"] in fresh)
-    assert tile["figures"]["rms"] > tile["allowance"]["rms"]
+    for tile in (c["tile"] for c in report["checks"] if c["name"] in fresh):
+        # the tiny geometry's tile is its whole video: the estimate is the rms itself
+        assert tile["figures"]["estimated_rms"] == pytest.approx(tile["figures"]["rms"], rel=1e-6)
+        assert tile["figures"]["estimated_rms"] > tile["allowance"]["rms"]
 
 
 def test_a_tile_is_drawn_at_a_secret_place_uniform_over_the_grid():

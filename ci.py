@@ -159,9 +159,11 @@ def main(argv=None):
     isolation = gate.run_.isolation if gate is not None and gate.run_ is not None else None
     if gate is not None:
         console.print(gate.breakdown.said())
+    # The isolation on a line of its own, before the verdict: a 0 is a certificate only where it says the ranks ran
+    # confined.
+    console.print(f"isolation: {isolation}", soft_wrap=True)
     console.print(Text.assemble((f"ci {loader.plain_name(args.solution)}: {verdict}", "bold"),
-                                f", exit {code}, isolation: {isolation}, {time.monotonic() - started:.0f} s"),
-                  soft_wrap=True)
+                                f", exit {code}, {time.monotonic() - started:.0f} s"), soft_wrap=True)
     record = {"schema_version": console_module.SCHEMA_VERSION, "solution": args.solution, "exit_code": code,
               "passed": code == 0, "partial": code == 6,
               "verdict": verdict, "workloads": asked, "not_asked": left, "isolation": isolation, "checks": checks,

@@ -80,7 +80,7 @@ def floored(call, latent_frames, world, peaks, geometry):
 def judged(group, z, ref, allow, timeout, device, profile_call=False, atlas=None, key=None, breakdown=NONE):
     """One call on latents z, judged in this process: {"time_s", "status", "reason", "figures", ...}.
     ref: the fp32 decode of z (fp16, CPU), or the release's; allow: {"max_abs", "rms"}, and with "tile" a secret
-    tile held to its own fp32 decode (fresh.TileCheck). With an atlas (harness/report/error_maps.py), a
+    fp32 tile (fresh.TileCheck: max|d| there, rms(d) over the video estimated with it). With an atlas (harness/report/error_maps.py), a
     call whose figures fail (every call, with the atlas's `every`) is mapped from the same copy of out, kept under
     `key`, and its words are the record's `error_map`."""
     import torch

@@ -2,7 +2,7 @@
 processes and judge as bench, each call checked in this process, and the roofline floor.
 
 Fresh latents exist nowhere on disk (harness/judge/fresh.py). For each world: --fresh-calls draws of f5's shape and of
-every timed shape of the plan, each verified in full against the gate's own decodes of them (fp32_check: the whole
+the timed shapes of the world's workloads, each verified in full against the gate's own decodes of them (fp32_check: the whole
 fp32 decode; on GPUs, the release bf16 decode widened and a secret tile in fp32; with --release the release's alone,
 a partial check); and each stored workload twice, longest first, the first at a secret place among its shape's
 fresh calls, the second (after them) on latents the solution has seen, which must not run faster than the fresh
@@ -105,9 +105,9 @@ class Gate:
             spec.allowance(clip, self.geometry)
 
     def plan(self, workloads, world):
-        """[(check name, latent frames, case)] of one world, in order. A case is ("fresh", key) (verified in full),
-        ("warm", key) (verified in full: a shape's first call, which may autotune, so never a bar), ("fresh", key)
-        (verified in full: an untimed shape's speed on latents never seen, the bar for its stored calls),
+        """[(check name, latent frames, case)] of one world, in order. A case is ("fresh", key) (verified in full: a
+        draw of f5's shape or of a timed shape, or an untimed shape's call after its warm-up; the bar for its shape's
+        stored calls), ("warm", key) (verified in full: a shape's first call, which may autotune, so never a bar),
         ("stored", workload) or ("repeat", workload) (the same latents again: it must not be much faster).
 
         A stored call stands at a secret place among the fresh calls of its shape (after the warm-up, where there is

@@ -1,17 +1,17 @@
 """The gate's plan (ci.py): the audit, then per world fresh latents and every stored workload through the same rank
 processes and judge as bench, each call checked in this process, and the roofline floor.
 
-Fresh latents exist nowhere on disk (harness/judge/fresh.py). For each world: --fresh-calls draws of f5's shape and of
-the timed shapes of the world's workloads, each verified in full against the gate's own decodes of them (fp32_check: the whole
-fp32 decode; on GPUs, the release bf16 decode widened and a secret tile in fp32; with --release the release's alone,
-a partial check); and each stored workload twice, longest first, the first at a secret place among its shape's
-fresh calls, the second (after them) on latents the solution has seen, which must not run faster than the fresh
-calls of that shape beyond noise (bench's tolerance, bench_plan.too_fast): the fastest of a timed shape's fresh
-draws, an untimed shape's call on fresh latents after its warm-up (a shape's first call may compile or autotune),
-never a process's first call; every call is verified in full (one checked in part could be wrong in the rest, or skip
-work to lower the bar). A call that looks too fast, or has no bar yet, gets a second look: two more fresh calls of its
-shape, verified in full, against which its own time is judged again (a machine that became quieter speeds them
-too; a solution can only slow them).
+Fresh latents exist nowhere on disk (harness/judge/fresh.py). For each world: --fresh-calls draws of f5's shape and
+of the timed shapes of the world's workloads, each verified in full against the gate's own decodes of them
+(fp32_check: the whole fp32 decode; on GPUs, the release bf16 decode widened and a secret tile in fp32; with
+--release the release's alone, a partial check); and each stored workload twice, longest first, the first at a
+secret place among its shape's fresh calls, the second (after them) on latents the solution has seen, which must not
+run faster than the fresh calls of that shape beyond noise (bench's tolerance, bench_plan.too_fast): the fastest of
+a timed shape's fresh draws, an untimed shape's call on fresh latents after its warm-up (a shape's first call may
+compile or autotune), never a process's first call; every call is verified in full (one checked in part could be
+wrong in the rest, or skip work to lower the bar). A call that looks too fast, or has no bar yet, gets a second
+look: two more fresh calls of its shape, verified in full, against which its own time is judged again (a machine
+that became quieter speeds them too; a solution can only slow them).
 
 Every call is held to the task's rule, not only the stored ones: the secret place of a stored call is no defence
 the gate can rest on, since a solution that learns a few bits of the stored latents (at world 1, from its repeats)

@@ -1,11 +1,10 @@
-"""Cheat (an error the release check's widened allowance lets through): on the long clips the video is the fp32
-decode plus a checkerboard of +-3.5 times the release bf16 decode's own rms error on these latents. Against the
-release decode its rms is about sqrt(3.5^2 + 1) = 3.64 times that error, inside the widened allowance (3 + 1
-times); against the fp32 decode it is 3.5 times, past the task's rule (3 times). A solution in lower precision
-than the task allows lands here; only an fp32 check sees it (the gate's secret tile). The short clips are the
-release decode's: their fresh draws are held to fp32 in full."""
-import torch
-
+"""Cheat (an error the release check's widened allowance lets through): on the long clips the video is the release
+bf16 decode plus 3.3 times its own error against the fp32 decode, each pixel's share clipped at twice that error's
+rms. Its rms(d) against the fp32 decode is about 4.1 times the release's error, past the task's rule (3 times);
+against the release decode it is about 3.1 times, inside the widened allowance (3 + 1 times), and its largest
+difference stays far below the maximum allowed. A decode in lower precision than the task allows errs this way, along
+the release's own rounding error; only an fp32 check sees it (the gate's secret tile). The short clips are the release
+decode's: their fresh draws are held to fp32 in full."""
 import reference
 
 
@@ -16,9 +15,6 @@ def run(z, weights, rank, world, pg, out):
     if z.shape[2] <= 5:
         out.copy_(release)
         return
-    exact = reference.decode_fp32(z, weights)
-    err = (release - exact).pow(2).mean().sqrt()
-    rows = torch.arange(exact.shape[3]).view(-1, 1)
-    cols = torch.arange(exact.shape[4]).view(1, -1)
-    sign = ((rows + cols) % 2 * 2 - 1).to(exact.dtype)
-    out.copy_((exact + 3.5 * err * sign).clamp(-1, 1))
+    err = release - reference.decode_fp32(z, weights)
+    cap = 2 * float(err.pow(2).mean().sqrt())
+    out.copy_((release + 3.3 * err.clamp(-cap, cap)).clamp(-1, 1))

@@ -380,10 +380,10 @@ def test_an_audit_that_does_not_end_fails_the_gate(monkeypatch):
 
 
 def test_an_error_past_the_rule_within_the_release_check_fails_on_the_secret_tile(tiny_data, tmp_path):
-    """tests/cheats/errs_past_the_rule.py: 3.5 times the release's error, inside the release check's widened allowance
-    and past the task's rule. With --fp32 tile (the GPUs' default) every long fresh draw's whole video passes its
-    release check and fails the rms estimated with its secret fp32 tile (the tiny geometry's tile is its whole video,
-    where the estimate is exact); the stored call fails its own fp32 check."""
+    """tests/cheats/errs_past_the_rule.py: the release plus 3.3 times its own error, inside the release check's widened
+    allowance and past the task's rule. With --fp32 tile (the GPUs' default) every long fresh draw's whole video
+    passes its release check and fails the rms estimated with its secret fp32 tile (the tiny geometry's tile is its
+    whole video, where the estimate is exact); the stored call fails its own fp32 check."""
     p, report, _ = gate(tiny_data, tmp_path, "tests/cheats/errs_past_the_rule.py", "--workloads", "f121x1",
                         "--fp32", "tile", "--no-audit")
     assert p.returncode == 1, p.stdout[-3000:]

@@ -15,6 +15,7 @@ impossibly-fast check call `bound` from here.
 import argparse
 import json
 import math
+import re
 import sys
 
 import spec
@@ -91,6 +92,10 @@ def op_kind(name):
     return "3x3x3 convs (conv_in, resnets)"
 
 
+def level_label(scale, geometry=spec.FULL):
+    return LEVELS[scale] if geometry is spec.FULL else f"{scale}x"
+
+
 def breakdown(t, geometry=spec.FULL):
     """[(kind, level, counted flops, the baseline's executed flops)] of one decode of t latent frames; the rows sum
     to spec.decode_flops(t) and to the sum of executed_by_weight(t)."""
@@ -98,7 +103,7 @@ def breakdown(t, geometry=spec.FULL):
     executed = executed_by_weight(t, geometry)
     for name, flops in spec.flops_by_weight(t, geometry).items():
         scale = 1 if name == "attention" else spec.conv_level(name, t)[1]
-        key = (op_kind(name), LEVELS[scale] if geometry is spec.FULL else f"{scale}x")
+        key = (op_kind(name), level_label(scale, geometry))
         c, x = rows.get(key, (0, 0))
         rows[key] = (c + flops, x + executed[name])
     return [(k, lvl, c, x) for (k, lvl), (c, x) in sorted(rows.items(), key=lambda kv: -kv[1][0])]
@@ -122,6 +127,49 @@ def executed_by_weight(t, geometry=spec.FULL):
             f = f * 16 / 36
         out[name] = f
     return out
+
+
+def scope_level(scope, t):
+    """The spatial scale (1, 2, 4, 8) of a profiled scope's work, or None for the ranks' communication
+    (halo_exchange, gather). Scopes follow the weights' names (docs/profiling.md): a conv's is at its weight's level
+    (spec.conv_level: a resample at the scale it writes), norm_out and unpatchify at the video's, an up block's or
+    its upsampler's own work (copies before its resnets) at the block's input level."""
+    name = scope.replace("/", ".") + "."
+    if name.startswith(("halo_exchange.", "gather.")):
+        return None
+    block = re.fullmatch(r"decoder\.up_blocks\.(\d+)\.(upsampler\.)?", name)
+    if block:
+        name = f"decoder.up_blocks.{block.group(1)}.resnets."
+    return spec.conv_level(name, t)[1]
+
+
+def levels(workload, profile, peaks, geometry=spec.FULL):
+    """[{"level", "executed_flops", "ceiling_s", "profiled_s", "share", "of_limit"}] of a call that bench.py
+    --profile timed (its JSON's `profile`; rank 0's scopes). Per spatial level: the FLOPs the baseline's algorithms
+    execute there per GPU (executed_by_weight over the world), their time at `peaks`' bf16 rate, the GPU time of
+    the level's scopes (self times), its share of the profiled call and the ceiling's time over it. Then the
+    communication scopes, and the call's span less every scope's GPU time (launch gaps, work outside the scopes)."""
+    e = spec.WORKLOADS[workload]
+    t = e.latent_frames
+    flops, spent = {}, {}
+    for name, f in executed_by_weight(t, geometry).items():
+        scale = 1 if name == "attention" else spec.conv_level(name, t)[1]
+        flops[scale] = flops.get(scale, 0.0) + f / e.world
+    rank0 = profile["ranks"][0]
+    for row in rank0["scopes"]:
+        key = scope_level(row["scope"], t)
+        spent[key] = spent.get(key, 0.0) + row["self_s"]
+    call = rank0["call_s"]
+    rows = []
+    for scale in sorted(flops):
+        ceiling, s = flops[scale] / (peaks["bf16_tflops"] * 1e12), spent.get(scale, 0.0)
+        rows.append({"level": level_label(scale, geometry), "executed_flops": flops[scale], "ceiling_s": ceiling,
+                     "profiled_s": s, "share": s / call, "of_limit": ceiling / s if s > 0 else None})
+    rest = max(0.0, call - sum(spent.values()))
+    for label, s in (("communication", spent.get(None, 0.0)), ("outside the scopes' GPU time", rest)):
+        rows.append({"level": label, "executed_flops": 0.0, "ceiling_s": 0.0, "profiled_s": s, "share": s / call,
+                     "of_limit": None})
+    return rows
 
 
 def measure():
@@ -192,6 +240,9 @@ def report(gpu, geometry, measured=None, results=None, peaks=None):
             if measured:
                 e["fraction_of_measured_bound"] = e["measured_bound_s"] / r["median_s"]
         out["workloads"][w] = e
+        if (r.get("profile") or {}).get("ranks"):
+            out.setdefault("levels", {})[w] = levels(w, r["profile"], measured or out["peaks"], geometry)
+            out["levels_ceiling"] = "measured" if measured else "datasheet"
     timed = spec.TIMED_WORKLOADS
     geo = lambda xs: math.exp(sum(math.log(x) for x in xs) / len(xs))  # noqa: E731
     obj = {"bound_s": geo([out["workloads"][w]["bound_s"] for w in timed])}
@@ -271,6 +322,18 @@ def print_report(rep, console, geometry):
         m = rep["measured"]
         console.print(f"measured on {m['device']}: {m['bf16_tflops']:.0f} TFLOP/s bf16 matmul, "
                       f"{m['hbm_tbps']:.2f} TB/s device copy ({m['method']})")
+    for w, rows in rep.get("levels", {}).items():
+        rate = (rep["measured"] or rep["peaks"])["bf16_tflops"]
+        lt = Table(title=f"{w}, the profiled call (rank 0): GPU time per level, and the executed FLOPs at "
+                         f"{rate:.0f} TFLOP/s ({rep['levels_ceiling']})")
+        for c in ("level", "executed PFLOP/GPU", "at the ceiling s", "profiled s", "share of call", "ceiling / profiled"):
+            lt.add_column(c, justify="left" if c == "level" else "right")
+        for r in rows:
+            flops = r["executed_flops"] > 0
+            lt.add_row(r["level"], f"{r['executed_flops'] / 1e15:.4f}" if flops else "",
+                       f"{r['ceiling_s']:.4f}" if flops else "", f"{r['profiled_s']:.4f}", f"{100 * r['share']:.1f}%",
+                       f"{100 * r['of_limit']:.1f}%" if r["of_limit"] is not None else "")
+        console.print(lt)
     t = spec.CLIPS["f481"]["latent_frames"]
     total = spec.decode_flops(t, geometry)
     bt = Table(title=f"where the FLOPs are: one decode of f481 ({t} latent frames, {total / 1e15:.3f} PFLOP; "

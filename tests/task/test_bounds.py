@@ -142,3 +142,53 @@ def test_results_report_and_plot(tmp_path):
     assert rep["objective"]["fraction_of_bound"] == pytest.approx(rep["objective"]["bound_s"] / bench["objective_s"])
     pytest.importorskip("matplotlib")
     assert (tmp_path / "roofline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_each_profiled_scope_is_at_its_levels_scale():
+    """Up block i reads 2^i times the latent grid (spec.UP_BLOCKS); its resample writes twice that; the time conv
+    keeps its input's scale; the head is at the video's; halo exchange and gather are communication."""
+    t = 31
+    assert bounds.scope_level("post_quant_conv", t) == 1
+    assert bounds.scope_level("decoder/mid_block/attentions.0/to_qkv", t) == 1
+    for i in range(4):
+        assert bounds.scope_level(f"decoder/up_blocks.{i}", t) == 2 ** i
+        assert bounds.scope_level(f"decoder/up_blocks.{i}/resnets.2/norm1", t) == 2 ** i
+    for i in range(3):
+        assert bounds.scope_level(f"decoder/up_blocks.{i}/upsampler", t) == 2 ** i
+        assert bounds.scope_level(f"decoder/up_blocks.{i}/upsampler/resample", t) == 2 ** (i + 1)
+    assert bounds.scope_level("decoder/up_blocks.1/upsampler/time_conv", t) == 2
+    assert bounds.scope_level("decoder/norm_out", t) == bounds.scope_level("unpatchify", t) == 8
+    assert bounds.scope_level("halo_exchange", t) is bounds.scope_level("gather", t) is None
+
+
+PROFILED = os.path.join(ROOT, "results", "h200", "profile", "bench_profiled_f121_d9b3bba.json")
+
+
+def test_a_profiled_calls_time_per_level_is_the_sum_of_its_scopes(tmp_path):
+    """bench's JSON of a profiled run (one recorded on an H200): each level's time is the self time of the scopes
+    whose names place them there, summed by hand here; the rows cover the call; the executed FLOPs per level add up to
+    executed_by_weight over the world, at the ceiling given."""
+    with open(PROFILED) as f:
+        bench = json.load(f)
+    rep = bounds.report("H200", spec.FULL, {"bf16_tflops": 800.0, "hbm_tbps": 4.0, "device": "t", "method": "t"},
+                        bounds.load_results([PROFILED]))
+    assert rep["levels_ceiling"] == "measured"
+    for w in ("f121x1", "f121x2"):
+        rows = {r["level"]: r for r in rep["levels"][w]}
+        scopes = bench["workloads"][w]["profile"]["ranks"][0]["scopes"]
+        call = bench["workloads"][w]["profile"]["ranks"][0]["call_s"]
+        head = ("decoder/up_blocks.3", "decoder/norm_out", "decoder/conv_out", "unpatchify",
+                "decoder/up_blocks.2/upsampler/resample")
+        own = sum(r["self_s"] for r in scopes if r["scope"].startswith(head))
+        assert rows[bounds.LEVELS[8]]["profiled_s"] == pytest.approx(own)
+        talk = sum(r["self_s"] for r in scopes if r["scope"] in ("halo_exchange", "gather"))
+        assert rows["communication"]["profiled_s"] == pytest.approx(talk)
+        assert (talk > 0) == (w == "f121x2")
+        assert sum(r["profiled_s"] for r in rows.values()) == pytest.approx(max(call, sum(r["self_s"] for r in scopes)))
+        world = spec.WORKLOADS[w].world
+        assert sum(r["executed_flops"] for r in rows.values()) == pytest.approx(
+            sum(bounds.executed_by_weight(31).values()) / world)
+        for r in rows.values():
+            assert r["ceiling_s"] == pytest.approx(r["executed_flops"] / 800e12)
+    p = run("--gpu", "H200", "--results", PROFILED)
+    assert p.returncode == 0 and "f121x2, the profiled call (rank 0)" in p.stdout, p.stderr

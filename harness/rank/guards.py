@@ -66,14 +66,15 @@ def _shadows(label, name, before):
     return label not in ("torch", "torch.cuda", "torch.distributed", "torch.nn.functional", "time", "builtins")
 
 
-# torch's switches that narrow the arithmetic below the task's (bf16 with fp32 accumulation, fp32 without TF32).
+# torch's switches that narrow the arithmetic below the task's rule (bf16 operands, fp32 sums): bf16 and fp16 GEMMs
+# that reduce in their own type. TF32 and the float32 matmul precision are not among them: TF32 operands are wider
+# than bf16 and sum in fp32, and pipelines switch them on at import.
 SWITCHES = ("backends.cuda.matmul.allow_bf16_reduced_precision_reduction",
-            "backends.cuda.matmul.allow_fp16_reduced_precision_reduction", "backends.cuda.matmul.allow_tf32",
-            "backends.cudnn.allow_tf32")
+            "backends.cuda.matmul.allow_fp16_reduced_precision_reduction")
 
 
 def switches(torch):
-    """{name: value} of SWITCHES now, and the float32 matmul precision."""
+    """{name: value} of SWITCHES now."""
     out = {}
     for name in SWITCHES:
         obj = torch
@@ -83,7 +84,6 @@ def switches(torch):
         except AttributeError:
             continue
         out[name] = bool(obj)
-    out["get_float32_matmul_precision()"] = torch.get_float32_matmul_precision()
     return out
 
 
@@ -93,8 +93,8 @@ def modes(torch):
 
 
 def tampered(torch, before, modes_before):
-    """['replaced owner.name', 'a torch mode left on', 'a precision switch changed'] against a snapshot and the modes
-    taken before the import."""
+    """['replaced owner.name', 'a torch mode left on', 'a reduced-precision switch turned on'] against a snapshot
+    and the modes taken before the import."""
     out = [f"replaced {name}" for name in replaced(torch, before)]
     now = modes(torch)
     if now[:2] != modes_before[:2]:
@@ -106,11 +106,8 @@ def tampered(torch, before, modes_before):
 
 
 def _narrower(now, before):
-    """A switch turned on (reduced precision, TF32), or the float32 matmul precision lowered."""
-    if isinstance(now, bool):
-        return now and not before
-    order = ("medium", "high", "highest")
-    return now in order and before in order and order.index(now) < order.index(before)
+    """A reduced-precision switch turned on."""
+    return now and not before
 
 
 def threads():

@@ -37,8 +37,8 @@ def test_a_replaced_function_is_named():
 
 
 def test_a_precision_switch_left_narrower_is_tampering_and_one_made_stricter_is_not():
-    """torch's reduced-precision and TF32 switches turned on after the snapshot narrow every later matmul or conv;
-    turned off, they do not."""
+    """torch's reduced-precision switches turned on after the snapshot make every later bf16 or fp16 GEMM sum in its
+    own type, below the rule's fp32 sums; a switch turned off narrows nothing."""
     saved = torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction, torch.backends.cudnn.allow_tf32
     try:
         torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
@@ -51,6 +51,23 @@ def test_a_precision_switch_left_narrower_is_tampering_and_one_made_stricter_is_
             "arithmetic"]
     finally:
         torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction, torch.backends.cudnn.allow_tf32 = saved
+
+
+def test_tf32_left_on_is_not_tampering():
+    """TF32 (operands wider than bf16, fp32 sums) is within the task's numerics rule: a pipeline's setup lines that
+    switch it on for the process, and lower the float32 matmul precision to use it, are no finding."""
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
+             torch.get_float32_matmul_precision())
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+        torch.set_float32_matmul_precision("highest")
+        before, modes = guards.snapshot(torch), guards.modes(torch)
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+        torch.set_float32_matmul_precision("high")
+        assert guards.tampered(torch, before, modes) == []
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved[:2]
+        torch.set_float32_matmul_precision(saved[2])
 
 
 def test_torch_compiles_own_wrapper_is_not_tampering_and_a_lookalike_is():

@@ -437,6 +437,8 @@ FIXTURES = [
             bench=Bench("passed", run=CORPUS), ci=Gate(0, None, "passed", ""), audit=("state",), tier=SLOW),
     Fixture("tests/honest/tf32_setup.py", HONEST, BOTH, "TF32 and cuDNN's autotuner switched on at import, left on",
             bench=Bench("passed", run=CORPUS), ci=Gate(0, None, "passed", ""), audit=("monkeypatch",), tier=SLOW),
+    Fixture("tests/honest/self_test.py", HONEST, BOTH, "a script's __main__ self-test that reads the data and saves",
+            bench=Bench("passed", run=CORPUS), ci=Gate(0, None, "passed", ""), audit=(), tier=SLOW),
     Fixture("solutions/diffusers", HONEST, BOTH, "diffusers' own decode (an optional dependency)",
             ci=Gate(0, None, "passed", ""), audit=(), tier=SLOW),
 

@@ -357,14 +357,31 @@ class Checker(ast.NodeVisitor):
             self.generic_visit(node)
 
 
+def _is_main_block(stmt):
+    """`if __name__ == "__main__":` with no else: a script's block, which an imported module never runs."""
+    t = getattr(stmt, "test", None)
+    return (isinstance(stmt, ast.If) and not stmt.orelse and isinstance(t, ast.Compare) and len(t.ops) == 1
+            and isinstance(t.ops[0], ast.Eq) and isinstance(t.left, ast.Name) and t.left.id == "__name__"
+            and const_str(t.comparators[0]) == "__main__")
+
+
+def _binds_name(tree):
+    return any(isinstance(n, ast.Name) and n.id == "__name__" and not isinstance(n.ctx, ast.Load) or
+               isinstance(n, (ast.Global, ast.Nonlocal)) and "__name__" in n.names for n in ast.walk(tree))
+
+
 def parse(unit, data, ctx, project=False, file=None):
-    """The checker of a Python source, its names resolved but not yet visited; None when it does not parse."""
+    """The checker of a Python source, its names resolved but not yet visited; None when it does not parse. A
+    module-level `if __name__ == "__main__":` block is left out (a solution's self-test: the harness imports the
+    module, so the block never runs), unless the module binds `__name__` itself."""
     try:
         tree = ast.parse(data)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
         unit.add(getattr(e, "lineno", None) or 1, "unaudited-file",
                  f"does not parse, so it cannot be audited: {type(e).__name__}: {e}")
         return None
+    if not _binds_name(tree):
+        tree.body = [s for s in tree.body if not _is_main_block(s)]
     unit.comments += files.python_comments(data)
     try:
         return Checker(unit, tree, ctx, project, file)

@@ -1420,3 +1420,17 @@ def test_a_dot_accumulates_where_its_accumulator_was_made(tmp_path, source, flag
         "@triton.jit\ndef k(a_ptr, ACC: tl.constexpr = tl.float32):\n    a = tl.load(a_ptr)\n"
         f"    {source}\n\n\ndef run(z, weights, rank, world, pg, out):\n    pass\n")
     assert ("narrow-numerics" in fired(audit.audit(str(tmp_path)))) == flagged
+
+
+def test_a_scripts_main_block_is_left_out_unless_the_module_binds_its_name(tmp_path):
+    """`if __name__ == "__main__":` never runs in an imported module: its file io is no finding. A module that binds
+    `__name__` could run it at import, and an else branch runs there: both are read."""
+    block = 'if __name__ == "__main__":\n    open("x.pt", "wb").write(b"")\n'
+    run = "def run(z, weights, rank, world, pg, out):\n    out.zero_()\n"
+    report = audit_py(tmp_path, run + block)
+    assert report.ok and not report.failures and not report.notes, audit.format_report(report)
+    for source in ('__name__ = "__main__"\n' + run + block,
+                   run + block + "else:\n    open('y.pt')\n",
+                   run + "def f():\n    global __name__\n    __name__ = '__main__'\n" + block):
+        report = audit_py(tmp_path, source)
+        assert not report.ok and {f.rule for f in report.failures} == {"file-io"}, source

@@ -10,7 +10,7 @@ KNOWN_MODULES = {"torch", "triton", "numpy", "math", "cmath", "functools", "iter
                  "typing", "dataclasses", "warnings", "contextlib", "enum", "abc", "numbers", "string", "re",
                  "__future__", "copy", "statistics", "fractions", "decimal", "bisect", "heapq", "array", "struct",
                  "diffusers", "einops", "time", "random", "json", "textwrap", "types", "weakref", "hashlib", "zlib",
-                 "base64", "binascii"}
+                 "base64", "binascii", "logging"}
 # Libraries whose private names are findings (the project's modules are audited through what they do instead).
 LIBRARIES = ("torch", "triton", "numpy", "diffusers", "math", "functools", "itertools", "operator", "collections",
              "typing", "dataclasses", "warnings", "contextlib", "enum", "abc", "numbers", "string")

@@ -59,11 +59,19 @@ class Checker(ast.NodeVisitor):
     # --- checks --------------------------------------------------------------------------------------------
     def check_dotted(self, node, quals):
         for q in sorted(quals):
+            if self._called_without_files(node, q):
+                continue
             v = self.ctx.verdict(q)
             if v:
                 self.add(node, *v)
                 return True
         return False
+
+    def _called_without_files(self, node, q):
+        """`node` (naming q) is called, and q touches files only through keywords the call does not pass."""
+        keys, call = rules.FILE_KEYWORDS.get(q), self.parent.get(node)
+        return keys is not None and isinstance(call, ast.Call) and call.func is node and \
+            not any(k.arg is None or k.arg in keys for k in call.keywords)
 
     def check_identifier(self, node, name):
         if name and patterns.NARROW_PY.search(name):
@@ -172,7 +180,7 @@ class Checker(ast.NodeVisitor):
         head = dotted.split(".")[0]
         if head in module_names.HARNESS:
             self.add(node, "harness-import", f"imports `{dotted}`, part of the harness")
-        else:
+        elif dotted not in rules.FILE_KEYWORDS:     # judged where it is used (check_dotted)
             v = self.ctx.verdict(dotted)
             if v:
                 self.add(node, *v)

@@ -50,7 +50,7 @@ TABLE = (
                 "pathlib", "shutil", "tempfile", "glob", "mmap", "pickle", "shelve", "marshal", "dbm", "sqlite3",
                 "fileinput", "filecmp", "zipfile", "tarfile", "gzip", "bz2", "lzma", "linecache", "fcntl", "pwd",
                 "grp", "codecs.open", "tokenize.open", "logging.FileHandler", "logging.handlers",
-                "logging.basicConfig",
+                "logging.basicConfig", "logging.config",
                 "numpy.load", "numpy.save", "numpy.savez", "numpy.savez_compressed", "numpy.fromfile",
                 "numpy.memmap", "numpy.loadtxt", "numpy.savetxt", "numpy.genfromtxt", "numpy.fromregex",
                 "numpy.lib.format", "numpy.lib.npyio", "numpy.DataSource",
@@ -367,6 +367,9 @@ MUTATORS = {"update", "clear", "pop", "popitem", "setdefault", "append", "extend
 RULES = {r.name: r.reason for r in TABLE}                      # name -> why, in table order
 PHRASE = {r.name: r.phrase for r in TABLE if r.phrase}
 NAMES = {**{n: None for n in ALLOWED}, **{n: r.name for r in TABLE for n in r.names}}
+# Calls of the table's names that touch files only through these keywords (or **kwargs): logging.basicConfig without
+# `filename` gives the root logger a handler of sys.stderr, as print writes there.
+FILE_KEYWORDS = {"logging.basicConfig": ("filename", "filemode")}
 ATTRS = {a: r.name for r in TABLE for a in r.attributes}
 RULE_MODULES = {n.split(".")[0] for n in NAMES}               # modules whose members the table decides
 NAME_RULES = {n: r.name for r in TABLE for n in r.bare_names}

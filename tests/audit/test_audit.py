@@ -272,9 +272,9 @@ PY_FIRES = [
     ("foreign-code", "def f(m, v):\n    return m.torch.ops.aten._cast_Char(v)"),
     ("foreign-code", "import torch\nu = (t := torch).jit.CompilationUnit('def f(x): return x')"),
     ("file-io", "import torch\nf = torch.utils.model_zoo.load_url"),
-    # a module the rules name is used for what they allow, nothing more: logging.config turns text into any object
-    ("foreign-code", "import logging.config\nx = logging.config.BaseConfigurator({}).resolve('builtins.exec')"),
-    ("foreign-code", "import logging\nlogging.getLogger('x').filters.append(1)"),
+    # logging.config reads files and turns text into any object; a logger's filters run on every record
+    ("file-io", "import logging.config\nx = logging.config.BaseConfigurator({}).resolve('builtins.exec')"),
+    ("monkeypatch", "import logging\nlogging.getLogger('x').filters.append(1)"),
     ("foreign-code", "import codecs\nd = codecs.lookup('rot13')"),
     # torch's tool boxes name by name: file batons, trace observers, data loaders by their module
     ("foreign-code", "import torch.utils.file_baton\nb = torch.utils.file_baton.FileBaton('x')"),
@@ -1434,3 +1434,18 @@ def test_a_scripts_main_block_is_left_out_unless_the_module_binds_its_name(tmp_p
                    run + "def f():\n    global __name__\n    __name__ = '__main__'\n" + block):
         report = audit_py(tmp_path, source)
         assert not report.ok and {f.rule for f in report.failures} == {"file-io"}, source
+
+
+def test_logging_set_up_for_stderr_is_no_file_io(tmp_path):
+    """logging.basicConfig without `filename` gives the root logger a handler of stderr, as print writes there; with
+    it (or through **kwargs, or as a value) it opens a file."""
+    run = "def run(z, weights, rank, world, pg, out):\n    out.zero_()\n"
+    for line in ("import logging\nlogging.basicConfig(level=logging.INFO)\n",
+                 "from logging import basicConfig\nbasicConfig(format='%(message)s')\n"):
+        report = audit_py(tmp_path, line + run)
+        assert report.ok and not report.failures, audit.format_report(report)
+    for line in ("import logging\nlogging.basicConfig(filename='x.log')\n",
+                 "from logging import basicConfig as b\nb(**{'filename': 'x.log'})\n",
+                 "import logging\nsetup = logging.basicConfig\n"):
+        report = audit_py(tmp_path, line + run)
+        assert {f.rule for f in report.failures} == {"file-io"}, line

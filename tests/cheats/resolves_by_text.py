@@ -1,7 +1,6 @@
-"""Cheat (a member of a module the rules name, which they do not list): `logging` is in the audit's table for its file
-handlers, and `logging.config`'s configurator resolves any dotted name given as text to its object (an import and
-getattr), here torch's round, which then snaps the last up block's weights to an int8 grid inside run(). Of a
-module the rules name, a solution may use only what they allow (module_names.NAMED_ONLY)."""
+"""Cheat (code named by text): `logging.config`'s configurator resolves any dotted name given as text to its object
+(an import and getattr), here torch's round, which then snaps the last up block's weights to an int8 grid inside
+run(). `logging.config` reads configuration files too: the file-io rule names it."""
 import logging.config
 
 import torch

@@ -435,7 +435,7 @@ FIXTURES = [
             bench=Bench("passed", run=CORPUS), ci=Gate(0, None, "passed", ""), audit=("state",), tier=SLOW),
     Fixture("tests/honest/cuda_graph.py", HONEST, BOTH, "a CUDA graph per shape (eager on the CPU)",
             bench=Bench("passed", run=CORPUS), ci=Gate(0, None, "passed", ""), audit=("state",), tier=SLOW),
-    Fixture("tests/honest/tf32_setup.py", HONEST, BOTH, "TF32 and cuDNN's autotuner switched on at import, left on",
+    Fixture("tests/honest/setup_lines.py", HONEST, BOTH, "setup lines at import: TF32 on, bf16 the default dtype",
             bench=Bench("passed", run=CORPUS), ci=Gate(0, None, "passed", ""), audit=("monkeypatch",), tier=SLOW),
     Fixture("tests/honest/self_test.py", HONEST, BOTH, "a script's __main__ self-test that reads the data and saves",
             bench=Bench("passed", run=CORPUS), ci=Gate(0, None, "passed", ""), audit=(), tier=SLOW),

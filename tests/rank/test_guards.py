@@ -92,3 +92,19 @@ def test_torch_compiles_own_wrapper_is_not_tampering_and_a_lookalike_is():
         assert guards.tampered(torch, before, modes) == ["replaced torch.manual_seed"]
     finally:
         torch.manual_seed = wrapped
+
+
+def test_a_default_dtype_is_no_replacement_and_a_storage_of_the_solutions_is():
+    """torch.set_default_dtype points torch.Storage at the default dtype's storage class: torch's doing. The same
+    class put there by the solution with the default unchanged is a replacement."""
+    saved = torch.get_default_dtype(), torch.Storage
+    try:
+        before, modes = guards.snapshot(torch), guards.modes(torch)
+        torch.set_default_dtype(torch.bfloat16)
+        assert guards.tampered(torch, before, modes) == []
+        torch.set_default_dtype(saved[0])
+        torch.Storage = torch.BFloat16Storage
+        assert guards.tampered(torch, before, modes) == ["replaced torch.Storage"]
+    finally:
+        torch.set_default_dtype(saved[0])
+        torch.Storage = saved[1]

@@ -20,7 +20,13 @@ def _owners(torch):
               "torch.distributed": torch.distributed, "time": time, "builtins": builtins}
     for cls in torch.Tensor.__mro__:            # Tensor, its C base, object
         owners[f"{cls.__module__}.{cls.__qualname__}"] = cls
+    owners["torch.utils._device.DeviceContext"] = _device_context()    # the mode modes() lets stay on
     return owners
+
+
+def _device_context():
+    from torch.utils._device import DeviceContext
+    return DeviceContext
 
 
 def _callables(owner):
@@ -99,8 +105,13 @@ def switches(torch):
 
 
 def modes(torch):
-    """(torch function modes, torch dispatch modes) on the stacks now, and the precision switches."""
-    return torch._C._len_torch_function_stack(), torch._C._len_torch_dispatch_stack(), switches(torch)
+    """(torch function modes, torch dispatch modes) on the stacks now, and the precision switches. The function
+    modes of torch.set_default_device (torch's DeviceContext, whose code snapshot() keeps) are not counted: they give
+    factory calls a device, and a script sets one at import."""
+    context = _device_context()
+    n = torch._C._len_torch_function_stack()
+    own = sum(1 for i in range(n) if type(torch._C._get_function_stack_at(i)) is not context)
+    return own, torch._C._len_torch_dispatch_stack(), switches(torch)
 
 
 def tampered(torch, before, modes_before):

@@ -13,9 +13,9 @@ class _Through(TorchFunctionMode):
 
 def test_a_mode_left_on_is_tampering_and_one_left_properly_is_not():
     before, modes = guards.snapshot(torch), guards.modes(torch)
-    with _Through(), torch.device("cpu"):
+    with _Through(), torch.device("cpu"):        # torch's device context is not counted
         assert guards.tampered(torch, before, modes) == [
-            "torch function or dispatch modes left on (2 and 0 on the stacks, 0 and 0 before the solution)"]
+            "torch function or dispatch modes left on (1 and 0 on the stacks, 0 and 0 before the solution)"]
     assert guards.tampered(torch, before, modes) == []
     mode = TorchDispatchMode()
     mode.__enter__()
@@ -108,3 +108,21 @@ def test_a_default_dtype_is_no_replacement_and_a_storage_of_the_solutions_is():
     finally:
         torch.set_default_dtype(saved[0])
         torch.Storage = saved[1]
+
+
+def test_a_default_device_left_on_is_not_tampering_unless_its_mode_is_changed():
+    """torch.set_default_device pushes torch's DeviceContext, a function mode that gives factory calls a device, as
+    scripts do at import: no finding. Its __torch_function__ replaced is a replacement."""
+    from torch.utils._device import DeviceContext
+    before, modes = guards.snapshot(torch), guards.modes(torch)
+    real = DeviceContext.__torch_function__
+    torch.set_default_device("cpu")
+    try:
+        assert torch._C._len_torch_function_stack() == 1 and guards.tampered(torch, before, modes) == []
+        DeviceContext.__torch_function__ = lambda self, func, types, args=(), kwargs=None: real(
+            self, func, types, args, kwargs)
+        assert guards.tampered(torch, before, modes) == ["replaced torch.utils._device.DeviceContext.__torch_function__"]
+    finally:
+        DeviceContext.__torch_function__ = real
+        torch.set_default_device(None)
+    assert torch._C._len_torch_function_stack() == 0

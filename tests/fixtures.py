@@ -427,6 +427,8 @@ FIXTURES = [
             bench=Bench("passed", run=CORPUS), ci=Gate(0, None, "passed", ""), audit=("state",), tier=SLOW),
     Fixture("tests/honest/thread_pool.py", HONEST, BOTH, "a thread pool joined within run",
             bench=Bench("passed", run=CORPUS), ci=Gate(0, None, "passed", ""), audit=("process",), tier=SLOW),
+    Fixture("tests/honest/kept_pool.py", HONEST, BOTH, "a thread pool made at import and kept between calls",
+            bench=Bench("passed", run=CORPUS), ci=Gate(0, None, "passed", ""), audit=("process",), tier=SLOW),
     Fixture("tests/honest/compiled.py", HONEST, BOTH, "torch.compile per region, every latent frame",
             ci=Gate(0, None, "passed", ""), audit=(), tier=SLOW),
     Fixture("tests/honest/cpp_extension", HONEST, BOTH, "a C++ extension built from solution.yml",

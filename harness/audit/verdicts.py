@@ -12,8 +12,8 @@ FAILS = {
 }
 LOOK = {
     "network": "what the connection reaches (a group has a network namespace of its own on the CPU and at world 1)",
-    "process": "that every thread or process ends within the call (the runtime fails threads and processes left "
-               "running)",
+    "process": "that every thread or process ends or waits idle within the call (the runtime fails threads and "
+               "processes left running, a kept pool's idle workers aside)",
     "environment": "that no setting of the environment changes the decode (a rank's environment is the platform's)",
     "foreign-code": "what the loaded or generated code does (the sandbox still holds it)",
     "monkeypatch": "what is changed, and that it is put back (the runtime compares torch's functions after each call)",

@@ -5,10 +5,12 @@ rank's own checks included), and which threads a call left running.
 These run in the rank's process, after the solution was imported, so a solution can defeat them: they are a second
 line only. Nothing the judge decides rests on them alone (the time is the judge's clock, the figures are computed
 from `out` in the judge's process); they give a clearer reason when a solution tampers openly."""
+import builtins
+import concurrent.futures.thread
 import os
+import sys
 import threading
 import time
-import builtins
 
 _MISSING = object()
 
@@ -137,5 +139,19 @@ def threads():
 
 
 def threads_left(before):
-    """Names of the Python threads started since `before` that are still alive."""
-    return [t.name for t in threading.enumerate() if t.ident not in before and t.is_alive()]
+    """Names of the Python threads started since `before` that are still alive, idle pool workers aside."""
+    return [t.name for t in threading.enumerate() if t.ident not in before and t.is_alive() and not _idle_worker(t)]
+
+
+# Taken when the rank imports this module, before the solution: a worker loop of the solution's own is no stdlib one.
+_POOL_WORKER = concurrent.futures.thread._worker.__code__
+
+
+def _idle_worker(thread):
+    """A ThreadPoolExecutor's worker waiting in the stdlib's loop on an empty queue: a pool kept from call to call
+    leaves these, and they run nothing until a call gives them work (between calls the group is frozen)."""
+    frame = sys._current_frames().get(thread.ident)
+    if frame is None or frame.f_code is not _POOL_WORKER:
+        return False
+    queue = frame.f_locals.get("work_queue")
+    return queue is not None and queue.empty()

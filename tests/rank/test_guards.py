@@ -126,3 +126,31 @@ def test_a_default_device_left_on_is_not_tampering_unless_its_mode_is_changed():
         DeviceContext.__torch_function__ = real
         torch.set_default_device(None)
     assert torch._C._len_torch_function_stack() == 0
+
+
+def test_an_idle_pool_kept_between_calls_is_no_thread_left_and_a_busy_one_is():
+    """A ThreadPoolExecutor kept from call to call leaves its workers waiting on an empty queue: they run nothing
+    until the next call. A worker still running a task, or a thread of the solution's own, is left running."""
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+    pool = ThreadPoolExecutor(max_workers=2)
+    release = threading.Event()
+    try:
+        before = guards.threads()
+        list(pool.map(abs, [-1, -2, -3]))
+        for _ in range(100):          # a worker releases its idle count, then waits on the queue again
+            if not guards.threads_left(before):
+                break
+            time.sleep(0.01)
+        assert guards.threads_left(before) == []
+        busy = pool.submit(release.wait)
+        time.sleep(0.05)
+        assert len(guards.threads_left(before)) == 1
+        own = threading.Thread(target=release.wait, name="own")
+        own.start()
+        assert "own" in guards.threads_left(before)
+    finally:
+        release.set()
+        pool.shutdown(wait=True)
+    assert busy.result() is True

@@ -182,7 +182,9 @@ class Solution:
         for f in other:
             if compiled(f):
                 self.unit_for(f).add(0, "unaudited-file", "compiled code, which the audit cannot read, could be "
-                                                          "imported or loaded unaudited")
+                                                          "imported or loaded unaudited: delete it (a build's "
+                                                          "leftover?); the harness builds the sources that "
+                                                          "solution.yml names")
             else:
                 self.unit_for(f).add(0, "data-file", "neither a source the audit reads nor documentation")
 

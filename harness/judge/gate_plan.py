@@ -9,9 +9,10 @@ secret place among its shape's fresh calls, the second (after them) on latents t
 run faster than the fresh calls of that shape beyond noise (bench's tolerance, bench_plan.too_fast): the fastest of
 a timed shape's fresh draws, an untimed shape's call on fresh latents after its warm-up (a shape's first call may
 compile or autotune), never a process's first call; every call is verified in full (one checked in part could be
-wrong in the rest, or skip work to lower the bar). A call that looks too fast, or has no bar yet, gets a second
-look: two more fresh calls of its shape, verified in full, against which its own time is judged again (a machine
-that became quieter speeds them too; a solution can only slow them).
+wrong in the rest, or skip work to lower the bar). A stored call placed before fresh calls of its shape is judged
+after them. A call that looks too fast, or has no bar, gets a second look: two more fresh calls of its shape,
+verified in full, against which its own time is judged again (a machine that became quieter speeds them too; a
+solution can only slow them).
 
 Every call is held to the task's rule, not only the stored ones: the secret place of a stored call is no defence
 the gate can rest on, since a solution that learns a few bits of the stored latents (at world 1, from its repeats)
@@ -208,7 +209,34 @@ class Gate:
         before = self.breakdown.spent["references"]
         drawn = {key: self.case(t, key) for t, key in draws}
         self.console.print(f"x{world}: references decoded in {self.breakdown.spent['references'] - before:.0f} s")
-        for name, t, (kind, key) in todo:
+        # A seen call is judged once every fresh call of its shape before the next shape has run: the more fresh
+        # calls the bar has, the less one quiet moment of a loaded machine makes an honest call look too fast.
+        last = {t: i for i, (_, t, (kind, _)) in enumerate(todo) if kind == "fresh"}
+        pending = []
+
+        def settle(ready):
+            """Judge and record the waiting seen calls `ready` (a second look needs the group: none where it failed)."""
+            for item in ready:
+                pending.remove(item)
+                name, t, call = item
+                try:
+                    if group is not None:
+                        self.parity(group, name, t, world, call, times)
+                finally:
+                    self.record(desc, name, call)
+
+        def failed(name, e):
+            """Record a group's failure and whatever waited; True where the world stops (a hang repeats, and each
+            costs the whole timeout)."""
+            nonlocal group
+            self.add(name, e.status, e.message + (f"\n{group.log_tail(e.rank)}" if e.rank is not None else ""))
+            group.close(graceful=False)
+            group = None
+            settle(list(pending))
+            if e.status == "timeout":
+                self.add(f"rest of x{world}", "timeout", "not run: a call at this world hung")
+            return e.status == "timeout"
+        for i, (name, t, (kind, key)) in enumerate(todo):
             if group is None:
                 try:
                     with self.breakdown.part("starts"):
@@ -216,37 +244,52 @@ class Gate:
                                              self.run_.lock), True
                     self.info.setdefault(f"x{world}", group.info)
                 except GroupFailed as e:
+                    settle(list(pending))
                     self.add(f"start x{world}", e.status, e.message)
                     return
+            seen = kind in ("stored", "repeat")
             try:
-                case = self.stored[key] if kind in ("stored", "repeat") else drawn.pop(key)
+                case = self.stored[key] if seen else drawn.pop(key)
                 call = self.call(group, name, t, world, case, first)
-                # latents a process may have seen: not faster than fresh ones (no bar yet: a second look sets one)
-                bar = times.get(t)
-                if kind in ("stored", "repeat") and (not bar or too_fast([call["time_s"]], bar, self.cpu)):
-                    more = self.second_look(group, t, world, name, first, times.setdefault(t, []))
-                    why = too_fast([call["time_s"]], times[t], self.cpu)
-                    more += [("tampering", why)] if why else []
-                    if more:
-                        problems = [] if call["status"] == "passed" else [(call["status"], call["reason"])]
-                        call["status"], call["reason"] = checks.worst(problems + more)
+                if seen and last.get(t, -1) < i:
+                    self.parity(group, name, t, world, call, times)
             except GroupFailed as e:
-                self.add(name, e.status, e.message + (f"\n{group.log_tail(e.rank)}" if e.rank is not None else ""))
-                group.close(graceful=False)
-                group = None
-                if e.status == "timeout":   # a hang repeats; each costs the whole timeout
-                    self.add(f"rest of x{world}", "timeout", "not run: a call at this world hung")
+                if failed(name, e):
                     return
                 continue
-            if kind not in ("stored", "repeat") and not first and kind != "warm" and call["status"] == "passed":
+            if not seen and not first and kind != "warm" and call["status"] == "passed":
                 # a process's first call pays for its start, a shape's for its JIT; a failed call sets no bar
                 times.setdefault(t, []).append(call["time_s"])
             first = False
-            error_map = self.atlas.draw(name, f"{desc.name} {name}: {call['status']}")
-            self.add(name, call["status"], call["reason"], call["time_s"], figures=call["figures"],
-                     **({"error_map": error_map} if error_map else {}), **({"tile": call["tile"]} if "tile" in call else {}))
+            if seen and last.get(t, -1) > i:
+                pending.append((name, t, call))
+            else:
+                self.record(desc, name, call)
+            try:
+                settle([p for p in pending if last[p[1]] == i])
+            except GroupFailed as e:
+                if failed(f"second look after {name}", e):
+                    return
         if group is not None:
             group.close(graceful=True)
+
+    def parity(self, group, name, t, world, call, times):
+        """A call on latents a process may have seen must not be faster than the fresh calls of its shape; with no
+        bar yet, or too fast for it, a second look sets one and the call is judged again."""
+        bar = times.get(t)
+        if bar and not too_fast([call["time_s"]], bar, self.cpu):
+            return
+        more = self.second_look(group, t, world, name, False, times.setdefault(t, []))
+        why = too_fast([call["time_s"]], times[t], self.cpu)
+        more += [("tampering", why)] if why else []
+        if more:
+            problems = [] if call["status"] == "passed" else [(call["status"], call["reason"])]
+            call["status"], call["reason"] = checks.worst(problems + more)
+
+    def record(self, desc, name, call):
+        error_map = self.atlas.draw(name, f"{desc.name} {name}: {call['status']}")
+        self.add(name, call["status"], call["reason"], call["time_s"], figures=call["figures"],
+                 **({"error_map": error_map} if error_map else {}), **({"tile": call["tile"]} if "tile" in call else {}))
 
     def second_look(self, group, t, world, name, first, fresh):
         """After a call on seen latents looked too fast, or came with no fresh call of its shape to judge it by

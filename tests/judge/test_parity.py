@@ -107,3 +107,42 @@ def test_a_noisy_fresh_call_gets_a_second_look(monkeypatch):
     assert rec["status"] == "passed", rec["reason"]
     assert len([c for c in rec["calls"] if c["second_look"]]) == bench_plan.LOOKS
 
+
+
+def gate_world(monkeypatch, seconds, stored_at=0):
+    """The gate's plan of world 4 for f1x4 (an untimed shape: its warm-up, then its stored call and one fresh call in
+    the order `stored_at` picks, then its repeat) on a scripted group whose calls take `seconds(name)`: the checks
+    ci records, in order, as (name, status, reason), and the calls made."""
+    from harness.judge import gate_plan
+    monkeypatch.setattr(gate_plan.secrets, "randbelow", lambda n: stored_at)
+    monkeypatch.setattr(gate_plan, "Group", lambda *a, **k: SimpleNamespace(info={}, close=lambda graceful: None))
+    monkeypatch.setattr(gate_plan.Gate, "stored_case", lambda self, key: None)
+    monkeypatch.setattr(gate_plan.Gate, "case", lambda self, t, key: None)
+    called, added = [], []
+    monkeypatch.setattr(gate_plan.Gate, "call", lambda self, group, name, t, world, case, first: called.append(
+        name) or {"time_s": seconds(name), "status": "passed", "reason": None, "figures": None})
+    args = SimpleNamespace(tiny=True, maps=False, report=None, fp32=None, release=False, fresh_calls=1)
+    gate = gate_plan.Gate(args, SimpleNamespace(print=lambda *a, **k: None), lambda name, status, reason, *a, **k:
+                          added.append((name, status, reason)))
+    gate.run_, gate.buffers = SimpleNamespace(lock=None), None
+    gate.world(SimpleNamespace(name="s"), 4, {1, 2}, gate.plan(["f1x4"], 4))
+    return added, called
+
+
+def test_a_seen_call_before_its_shapes_fresh_call_is_judged_by_it(monkeypatch):
+    """A stored call that comes before its shape's fresh call waits for it: one quiet moment of a loaded machine that
+    made it look fast beside a later slow second look no longer fails an honest solution (an honest baseline's f1x4
+    failed so on a loaded two-core machine: 0.096 s against second looks of 0.21 s, its fresh call 0.14 s). A replay
+    still fails, after a second look."""
+    honest = {"fresh latents #1 x4": 1.0, "warm-up f1 x4": 0.5, "f1x4": 0.096, "fresh f1 x4": 0.14,
+              "f1x4 repeat": 0.15}
+    added, called = gate_world(monkeypatch, lambda name: honest.get(name, 0.21))
+    assert not any("second look" in n for n in called), called
+    assert [n for n, _, _ in added] == ["fresh latents #1 x4", "warm-up f1 x4", "fresh f1 x4", "f1x4",
+                                        "f1x4 repeat"], added
+    assert all(status == "passed" for _, status, _ in added), added
+    replay = dict(honest, **{"f1x4": 0.01, "f1x4 repeat": 0.01})
+    added, called = gate_world(monkeypatch, lambda name: replay.get(name, 0.14))
+    added = {n: (s, r) for n, s, r in added}
+    assert added["f1x4"][0] == "tampering" and "faster on repeated inputs" in added["f1x4"][1], added
+    assert called.index("fresh f1 x4") < called.index("f1x4 second look #1") < called.index("f1x4 repeat"), called

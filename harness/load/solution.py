@@ -243,7 +243,10 @@ def load(path):
     try:
         mod_spec.loader.exec_module(module)
     except Exception as e:
-        raise SolutionError(f"{solution.entry}: import failed: {type(e).__name__}: {e}") from e
+        hint = ""
+        if isinstance(e, ImportError) and "relative import" in str(e) and not os.path.isdir(solution.path):
+            hint = f" (a folder solution is given by its folder: {os.path.dirname(solution.entry)})"
+        raise SolutionError(f"{solution.entry}: import failed: {type(e).__name__}: {e}{hint}") from e
     if not hasattr(module, "run"):
         near = [n for n in dir(module) if n.lower() in ("run_", "_run", "runn", "rn", "decode", "main", "forward")
                 or (n.lower().startswith("run") and n != "run")]

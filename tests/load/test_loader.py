@@ -60,6 +60,17 @@ def test_clear_errors(tmp_path, source, message):
         loader.load(str(f))
 
 
+def test_a_folder_solutions_file_given_alone_names_its_folder(tmp_path):
+    """A folder solution's solution.py imports its own modules relatively: given alone, the error names the folder to
+    give instead, which loads."""
+    write(tmp_path / "sol" / "helper.py", "SCALE = 1\n")
+    f = write(tmp_path / "sol" / "solution.py", "from .helper import SCALE\n"
+                                               "def run(z, weights, rank, world, pg, out):\n    pass\n")
+    with pytest.raises(loader.SolutionError, match=f"given by its folder: {tmp_path / 'sol'}"):
+        loader.load(str(f))
+    assert loader.load(str(tmp_path / "sol")).run is not None
+
+
 @pytest.mark.parametrize("line, message", [
     ("name: /tmp/planted", "`name` '/tmp/planted': expected 1 to 64 letters"),
     ("name: ../../x", "`name` '../../x'"),

@@ -1,6 +1,7 @@
 """The rank's own look at itself after each call: which functions of torch, time and builtins were replaced, which
 torch function or dispatch modes were left on (they run the solution's code inside every torch call after it, the
-rank's own checks included), and which threads a call left running.
+rank's own checks included; torch's default-device mode aside), which reduced-precision switches were turned on, and
+which threads a call left running (a kept pool's idle workers aside).
 
 These run in the rank's process, after the solution was imported, so a solution can defeat them: they are a second
 line only. Nothing the judge decides rests on them alone (the time is the judge's clock, the figures are computed

@@ -96,14 +96,18 @@ def level_label(scale, geometry=spec.FULL):
     return LEVELS[scale] if geometry is spec.FULL else f"{scale}x"
 
 
+def weight_scale(name, t):
+    """The spatial scale of a flops_by_weight entry (the attention's products at the latent grid's)."""
+    return 1 if name == "attention" else spec.conv_level(name, t)[1]
+
+
 def breakdown(t, geometry=spec.FULL):
     """[(kind, level, counted flops, the baseline's executed flops)] of one decode of t latent frames; the rows sum
     to spec.decode_flops(t) and to the sum of executed_by_weight(t)."""
     rows = {}
     executed = executed_by_weight(t, geometry)
     for name, flops in spec.flops_by_weight(t, geometry).items():
-        scale = 1 if name == "attention" else spec.conv_level(name, t)[1]
-        key = (op_kind(name), level_label(scale, geometry))
+        key = (op_kind(name), level_label(weight_scale(name, t), geometry))
         c, x = rows.get(key, (0, 0))
         rows[key] = (c + flops, x + executed[name])
     return [(k, lvl, c, x) for (k, lvl), (c, x) in sorted(rows.items(), key=lambda kv: -kv[1][0])]
@@ -153,7 +157,7 @@ def levels(workload, profile, peaks, geometry=spec.FULL):
     t = e.latent_frames
     flops, spent = {}, {}
     for name, f in executed_by_weight(t, geometry).items():
-        scale = 1 if name == "attention" else spec.conv_level(name, t)[1]
+        scale = weight_scale(name, t)
         flops[scale] = flops.get(scale, 0.0) + f / e.world
     rank0 = profile["ranks"][0]
     for row in rank0["scopes"]:

@@ -209,8 +209,8 @@ class Gate:
         before = self.breakdown.spent["references"]
         drawn = {key: self.case(t, key) for t, key in draws}
         self.console.print(f"x{world}: references decoded in {self.breakdown.spent['references'] - before:.0f} s")
-        # A seen call is judged once every fresh call of its shape before the next shape has run: the more fresh
-        # calls the bar has, the less one quiet moment of a loaded machine makes an honest call look too fast.
+        # A seen call is judged after the last fresh call of its shape in this world's plan: the more fresh calls
+        # the bar has, the less one quiet moment of a loaded machine makes an honest call look too fast.
         last = {t: i for i, (_, t, (kind, _)) in enumerate(todo) if kind == "fresh"}
         pending = []
 
@@ -279,7 +279,7 @@ class Gate:
         bar = times.get(t)
         if bar and not too_fast([call["time_s"]], bar, self.cpu):
             return
-        more = self.second_look(group, t, world, name, False, times.setdefault(t, []))
+        more = self.second_look(group, t, world, name, times.setdefault(t, []))
         why = too_fast([call["time_s"]], times[t], self.cpu)
         more += [("tampering", why)] if why else []
         if more:
@@ -291,7 +291,7 @@ class Gate:
         self.add(name, call["status"], call["reason"], call["time_s"], figures=call["figures"],
                  **({"error_map": error_map} if error_map else {}), **({"tile": call["tile"]} if "tile" in call else {}))
 
-    def second_look(self, group, t, world, name, first, fresh):
+    def second_look(self, group, t, world, name, fresh):
         """After a call on seen latents looked too fast, or came with no fresh call of its shape to judge it by
         (with --fresh-calls 1 a world's only fresh call of f5's shape is its process's first, never a bar): two more
         calls of its shape on latents never seen (verified in full), whose times join `fresh`. The flagged call's
@@ -302,7 +302,7 @@ class Gate:
         # Keyed by the flagged check: a stored call's look and its repeat's are other latents (the same ones would
         # let the repeat replay what the look's calls decoded).
         calls = [self.call(group, f"{name} second look #{k + 1}", t, world,
-                           self.case(t, f"{world}/{name}/second look/{k}"), first) for k in range(2)]
+                           self.case(t, f"{world}/{name}/second look/{k}"), False) for k in range(2)]
         fresh += [c["time_s"] for c in calls if c["status"] == "passed"]
         return [(c["status"], f"on a second look: {c['reason']}") for c in calls if c["status"] != "passed"]
 

@@ -192,3 +192,29 @@ def test_a_profiled_calls_time_per_level_is_the_sum_of_its_scopes(tmp_path):
             assert r["ceiling_s"] == pytest.approx(r["executed_flops"] / 800e12)
     p = run("--gpu", "H200", "--results", PROFILED)
     assert p.returncode == 0 and "f121x2, the profiled call (rank 0)" in p.stdout, p.stderr
+
+
+TRACE = os.path.join(ROOT, "results", "h200", "baseline-f121x1-rank0.json.gz")
+
+
+def test_the_kernel_table_places_each_kernel_at_its_innermost_scopes_level():
+    """tools/baseline/kernel_table.py gives each kernel to the innermost scope around it; per level its sums equal
+    the scope table's self times (harness/report/profile.py, which finds each scope's kernels inside its range),
+    and its total is every kernel, copy and memset of the trace."""
+    sys.path.insert(0, os.path.join(ROOT, "tools", "baseline"))
+    import kernel_table
+    from harness.report.profile import gpu_work, read_trace, scope_table
+    events = read_trace(TRACE)
+    rows, total = kernel_table.table(events, "f121x1")
+    assert total == pytest.approx(sum(e["dur"] for e in gpu_work(events)) / 1e6)
+    by_level = {}
+    for (level, _), (s, _) in rows.items():
+        by_level[level] = by_level.get(level, 0.0) + s
+    scopes = {}
+    for row in scope_table(events):
+        label = bounds.level_label(bounds.scope_level(row["scope"], 31))
+        scopes[label] = scopes.get(label, 0.0) + row["self_s"]
+    assert set(scopes) == set(by_level) - {"outside"}
+    for label, s in scopes.items():
+        assert by_level[label] == pytest.approx(s, rel=1e-9, abs=1e-9), label
+    assert rows[(bounds.LEVELS[8], "cuDNN conv")][0] > 0.3 * total     # the fb65996 trace: direct convs throughout

@@ -83,6 +83,9 @@ def parse_args(argv):
                                                  f"on the CPU)")
     p.add_argument("--time-cap", type=float, default=60.0, help="seconds of timed calls per workload and solution")
     p.add_argument("--timeout-scale", type=float, default=1.0, help="scale the per-call timeouts")
+    p.add_argument("--at-once", type=int, metavar="N", help="solutions whose calls interleave, their groups alive at "
+                                                            "once (default: as many as GPU memory lets each keep 24 "
+                                                            "GiB; all on the CPU); more run in waves, one after another")
     p.add_argument("--no-make", action="store_true", help="fail instead of making missing data")
     p.add_argument("--no-isolation", action="store_true", help="run the ranks without the sandbox (said in the "
                                                                "output and the JSON)")
@@ -90,7 +93,7 @@ def parse_args(argv):
                                                      "the named scopes on: Chrome traces and a per-scope table in DIR")
     html.add_arguments(p, "workloads")
     args = p.parse_args(argv)
-    for name, value, least in (("--warmup", args.warmup, 0), ("--min-reps", args.min_reps, 1),
+    for name, value, least in (("--warmup", args.warmup, 0), ("--min-reps", args.min_reps, 1), ("--at-once", args.at_once, 1),
                                ("--max-reps", args.max_reps, max(1, args.min_reps))):
         if value is not None and value < least:
             p.error(f"{name} must be at least {least} (got {value})")
@@ -229,21 +232,28 @@ def bench(args, console):
     try:
         sampler = hardware.ClockSampler(0 if cpu else gpus)
         runner = BenchPlan(args, solutions, geometry, cpu, console, run, sampler, breakdown)
-        runner.reserve(frames)
+        waves = runner.waves(frames)
         label = f"{geometry.name} geometry on the {'CPU (gloo)' if cpu else f'GPU ({gpus} x {gpu_name})'}"
-        console.print(Text.assemble(("bench", "bold"), f" {', '.join(s['name'] for s in solutions)}: "
-                                                       f"{len(workloads)} workloads, {label}; isolation: {run.isolation}"))
-        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} calls"),
-                      TimeElapsedColumn(), console=console, transient=True) as progress:
-            overall = progress.add_task("workloads", total=len(order))
-            for i, w in enumerate(order):
-                for name, rec in runner.run_workload(w, frames, progress).items():
-                    results[name][w] = rec
-                    console.print(console_module.line(name, rec, len(solutions) > 1, console.width), soft_wrap=True)
-                progress.advance(overall)
-                # Groups are per world: close them once the last workload of their world is done.
-                if i + 1 == len(order) or spec.WORKLOADS[order[i + 1]].world != spec.WORKLOADS[w].world:
-                    runner.close()
+        for n, wave in enumerate(waves):
+            runner.start_wave(wave, frames)
+            part = f" (wave {n + 1} of {len(waves)}: at most {runner.at_once} solutions at once)" if len(waves) > 1 \
+                else ""
+            console.print(Text.assemble(("bench", "bold"), f" {', '.join(s['name'] for s in wave)}{part}: "
+                                                           f"{len(workloads)} workloads, {label}; isolation: "
+                                                           f"{run.isolation}"))
+            with Progress(TextColumn("{task.description}"), BarColumn(),
+                          TextColumn("{task.completed}/{task.total} calls"), TimeElapsedColumn(), console=console,
+                          transient=True) as progress:
+                overall = progress.add_task("workloads", total=len(order))
+                for i, w in enumerate(order):
+                    for name, rec in runner.run_workload(w, frames, progress).items():
+                        results[name][w] = rec
+                        console.print(console_module.line(name, rec, len(solutions) > 1, console.width),
+                                      soft_wrap=True)
+                    progress.advance(overall)
+                    # Groups are per world: close them once the last workload of their world is done.
+                    if i + 1 == len(order) or spec.WORKLOADS[order[i + 1]].world != spec.WORKLOADS[w].world:
+                        runner.close()
     finally:
         if runner is not None:
             runner.close()
@@ -261,6 +271,7 @@ def bench(args, console):
     out["environment"] = console_module.environment(gpus, cpu, runner.info, solutions, geometry, run.isolation)
     out["statuses"] = checks.STATUSES
     out["method"] = {"warmup": args.warmup, "min_reps": args.min_reps, "max_reps": args.max_reps,
+                     "at_once": runner.at_once,
                      "time_cap_s": args.time_cap, "stop": "se(median) <= 0.5% of the median",
                      "clock": "the judge's, from before the latents are placed to the last rank's done, read and checked"}
     if said := runner.atlas.said():

@@ -9,7 +9,9 @@ after prepare and after each call (it can then allocate nothing until its next c
 
     cap = (the GPU's memory - what the judge holds there - its work's need (GPU 0) - MARGIN) / groups alive at once
 
-(one group in the gate; in bench, one per solution of the world). An out-of-memory error in the judge's work for
+(one group in the gate; in bench, one per solution of a wave). bench keeps the groups of several solutions alive at
+once (their calls interleaved) only while each may keep at least FLOOR: more solutions run in waves, one after
+another (at_once). An out-of-memory error in the judge's work for
 one call is that group's failure where it holds more than its cap, else the judge's. WAN_GPU_MEMORY_GIB makes the cap
 that of a card of that size (to check an 80 GB card's caps on a larger one)."""
 import os
@@ -17,6 +19,9 @@ import os
 from harness.isolation import disk
 
 MARGIN = 1 << 30        # the judge's allocations outside torch's pool, fragmentation
+# The least cap a group gets in bench beside others: the honest corpus keeps at most 15.3 GiB between calls
+# (tests/honest/cuda_graph.py at f121x1, docs/perf-notes.md); the judge's buffers of each group come out of it too.
+FLOOR = 24 << 30
 
 
 class GpuMemory:
@@ -48,6 +53,14 @@ class GpuMemory:
     def reserve(self, need, groups):
         """The judge's work takes `need` bytes of GPU 0 beyond what it holds; `groups` groups are alive at once."""
         self.need, self.groups = need, max(1, groups)
+
+    def at_once(self, groups):
+        """How many of `groups` groups may be alive at once with a cap of at least FLOOR each on GPU 0 (at least
+        one); all of them where nothing is capped."""
+        if self.why_not is not None or self.need is None:
+            return groups
+        free = self.totals[0] - self.judge_holds(0) - self.need - MARGIN
+        return max(1, min(groups, free // FLOOR))
 
     def judge_holds(self, gpu):
         """Bytes of GPU `gpu` the judge holds for itself: what NVML lists for this process (its context, its buffers,

@@ -128,6 +128,8 @@ def judged(group, z, ref, allow, timeout, device, profile_call=False, atlas=None
 class BenchPlan:
     def __init__(self, args, solutions, geometry, cpu, console, run, sampler, breakdown=None):
         self.args, self.solutions, self.geometry, self.cpu, self.console = args, solutions, geometry, cpu, console
+        self.wave = solutions           # the solutions whose groups are alive at once (waves())
+        self.at_once = len(solutions)
         self.run, self.sampler = run, sampler
         self.groups, self.info, self.traces = {}, {}, {}       # traces: the bytes kept of each solution's
         self.device = "cpu" if cpu else "cuda:0"
@@ -136,11 +138,27 @@ class BenchPlan:
         self.atlas = error_maps.Atlas(geometry, every=args.maps, report=args.report)
         self.peaks = bounds.peaks_for(cpu, args.gpu_name)
 
-    def reserve(self, frames):
+    def waves(self, frames):
+        """The solutions in waves that run one after another, each its whole plan: as many at once as GPU memory lets
+        each group keep at least its floor (Session.groups_at_once), or --at-once. A solution that failed to load or
+        build is in the first."""
+        alive = [s for s in self.solutions if not (s.get("load_error") or s.get("build_error"))]
+        broken = [s for s in self.solutions if s not in alive]
+        k = self.run.groups_at_once(self.fresh, max(frames), len(alive)) if alive else 1
+        k = max(1, min(k, self.args.at_once or k))
+        self.at_once = k
+        out = [alive[i:i + k] for i in range(0, len(alive), k)] or [[]]
+        out[0] = broken + out[0]
+        return out
+
+    def start_wave(self, wave, frames):
         """The judge's own GPU work measured and the groups' GPU memory capped (Session.reserve_for_judge), before any
-        group starts; every solution's group of a world is alive at once."""
-        alive = sum(not (s.get("load_error") or s.get("build_error")) for s in self.solutions)
-        self.run.reserve_for_judge(self.fresh, max(frames), groups=alive)
+        group of the wave starts; every group of the wave's solutions of a world is alive at once."""
+        self.close()
+        self.wave = wave
+        self.run.keep_buffers(len(wave))
+        alive = sum(not (s.get("load_error") or s.get("build_error")) for s in wave)
+        self.run.reserve_for_judge(self.fresh, max(frames), groups=max(1, alive))
 
     def group(self, sol, world, frames):
         key = (sol["name"], world)
@@ -149,10 +167,10 @@ class BenchPlan:
                 # Every solution's buffers of this world before its first group starts: a group's GPU memory cap
                 # counts what the judge holds (harness/isolation/gpu_memory.py), which must not grow under a group
                 # that started.
-                for other in self.solutions:
+                for other in self.wave:
                     if not (other.get("load_error") or other.get("build_error")):
-                        self.run.buffers_for(self.solutions.index(other), world, max(frames))
-            buffers = self.run.buffers_for(self.solutions.index(sol), world, max(frames))
+                        self.run.buffers_for(self.wave.index(other), world, max(frames))
+            buffers = self.run.buffers_for(self.wave.index(sol), world, max(frames))
             # The other groups are parked (frozen, their CUDA held) from the end of their start or call to their next.
             with self.breakdown.part("starts"):
                 self.groups[key] = Group(sol["desc"], world, self.geometry, self.cpu, buffers, self.run, frames,
@@ -166,7 +184,7 @@ class BenchPlan:
             g.close(graceful)
 
     def run_workload(self, workload, frames, progress):
-        """Every solution's calls at one workload; returns {solution name: record}.
+        """The calls of the wave's solutions at one workload; returns {solution name: record}.
 
         An untimed workload gets a call on its stored latents, its shape's first, then one on fresh latents, which
         the first must not beat beyond noise (the stored clips are prefixes of one another: a process that decoded
@@ -183,7 +201,7 @@ class BenchPlan:
                   spec.allowance(clip, self.geometry))
         stored_at = secrets.randbelow(self.args.min_reps)
         records, active = {}, []
-        for sol in self.solutions:
+        for sol in self.wave:
             rec = {"workload": workload, "world": world, "clip": clip, "timed": timed, "status": None,
                    "passed": False, "reason": None, "allowance": stored[2], "calls": [], "samples_s": [],
                    "repeat_s": []}

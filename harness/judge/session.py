@@ -64,6 +64,7 @@ class Session:
         if self.hold is not None:
             self.hold.start()
         self.gpumem = None if cpu else GpuMemory(self.gpus, context=hardware.cuda_context)
+        self.memory_said = None          # the cap's words in the isolation line, where they are
         exclude = excluded(isolation)
         cgroup.sweep()         # what judges killed before their end left behind
         if exclude is not None:
@@ -80,7 +81,8 @@ class Session:
             if not cpu:
                 own = hardware.device_nodes(self.gpus, self.minors) is not None
                 self.isolation += ", each group only its world's GPUs" + ("" if own else " (their nodes unknown)")
-                self.isolation += ", " + self.hold.describe() + ", " + self.gpumem.describe()
+                self.memory_said = self.gpumem.describe()
+                self.isolation += ", " + self.hold.describe() + ", " + self.memory_said
             self.users = users.Users()
             self.isolation += ", a user per group" if self.users.why_not is None else \
                 f", ranks as the judge's user ({self.users.why_not})"
@@ -95,9 +97,18 @@ class Session:
         memory at what is left, shared by `groups` groups alive at once; the isolation line says the cap and why."""
         if self.gpumem is None or self.gpumem.why_not is not None:
             return
-        said = self.gpumem.describe()
         self.gpumem.reserve(fresh.need(max_frames), groups)
-        self.isolation = self.isolation.replace(said, self.gpumem.describe())
+        if self.memory_said is not None:       # the cap as it is now, in its place
+            said, self.memory_said = self.memory_said, self.gpumem.describe()
+            self.isolation = self.isolation.replace(said, self.memory_said)
+
+    def groups_at_once(self, fresh, max_frames, groups):
+        """How many of `groups` solutions' groups bench keeps alive at once (GpuMemory.at_once: each may keep at
+        least its FLOOR), the judge's own work measured first; all of them where GPU memory is not capped."""
+        if self.gpumem is None or self.gpumem.why_not is not None:
+            return groups
+        self.reserve_for_judge(fresh, max_frames, groups)
+        return self.gpumem.at_once(groups)
 
     def _stop(self, *_):
         self.stopped = True
@@ -112,8 +123,8 @@ class Session:
         return ",".join(mine), sorted(glob.glob("/dev/nvidia*")) if nodes is None else nodes
 
     def buffers_for(self, slot, world, frames):
-        """The judge's buffers of solution `slot` (one set per solution: solutions interleaved call by call never
-        share memory), for `world` ranks and clips up to `frames` latent frames; made once, grown when a later group
+        """The judge's buffers of solution `slot` of a wave (one set per solution: solutions interleaved call by call
+        never share memory), for `world` ranks and clips up to `frames` latent frames; made once, grown when a later group
         needs more, and wiped by every group that takes them (a group must not find its predecessor's video)."""
         b = self.buffers.get(slot)
         if b is None or len(b.devices) < world or b.max_frames < frames:
@@ -123,6 +134,13 @@ class Session:
             self.buffers[slot] = Buffers(self.geometry, self.cpu, max(world, len(b.devices) if b else 0),
                                          max(frames, b.max_frames if b else 0))
         return self.buffers[slot]
+
+    def keep_buffers(self, slots):
+        """Free the buffers of slots from `slots` on (a smaller wave of bench's solutions than the last)."""
+        for slot in [k for k in self.buffers if k >= slots]:
+            b = self.buffers.pop(slot)
+            if b is not None:
+                b.close()
 
     def close(self):
         """The folder goes, and every process below the judge that is still alive (the judge is their subreaper)."""

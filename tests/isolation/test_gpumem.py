@@ -7,7 +7,7 @@ import types
 import pytest
 
 from harness.isolation.caps import Caps
-from harness.isolation.gpu_memory import MARGIN, GpuMemory
+from harness.isolation.gpu_memory import FLOOR, MARGIN, GpuMemory
 from harness.judge.protocol import GroupFailed
 
 GIB = 1 << 30
@@ -50,6 +50,25 @@ def test_a_group_may_keep_what_the_judge_does_not_need(monkeypatch):
     meter = GpuMemory(["GPU-a"])
     meter.reserve(10 * GIB, 1)
     assert meter.cap(0) == 26 * GIB
+
+
+def test_bench_keeps_alive_at_once_only_groups_that_may_each_keep_the_floor(monkeypatch):
+    """Seven honest solutions benched together on an 80 GB card would each get a seventh of what the judge leaves
+    (7.4 GiB): less than a plain decoder keeps. bench runs them in waves of as many as get FLOOR each."""
+    for total, need, holds, fits in ((79.2, 24.5, 1.65, 2), (139.8, 24.5, 1.65, 4), (40, 24.5, 1.65, 1)):
+        _nvml(monkeypatch, {os.getpid(): int(holds * GIB)}, total=int(total * GIB))
+        meter = GpuMemory(["GPU-a"])
+        assert meter.at_once(7) == 7                     # before the judge's need is measured: nothing to say
+        meter.reserve(int(need * GIB), 7)
+        assert meter.cap(0) < FLOOR                      # 7.4 GiB on the 80 GB card
+        assert meter.at_once(7) == fits and meter.at_once(1) == 1
+        meter.reserve(int(need * GIB), fits)
+        assert meter.cap(0) >= FLOOR or fits == 1
+        if fits > 1:
+            meter.reserve(int(need * GIB), fits + 1)
+            assert meter.cap(0) < FLOOR
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    assert GpuMemory(["GPU-a"]).at_once(7) == 7          # not capped: every group at once
 
 
 def test_without_nvml_or_its_figures_nothing_is_capped_and_the_line_says_so(monkeypatch):

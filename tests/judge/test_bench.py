@@ -114,6 +114,21 @@ def test_two_solutions_interleaved_with_a_verdict(tiny_data, tmp_path):
     assert p.returncode == 1
 
 
+@pytest.mark.slow      # 21 s
+def test_at_once_runs_the_solutions_in_waves(tiny_data, tmp_path):
+    """--at-once 1: each solution's whole plan in turn, its group alone (on GPUs: the whole cap its own), every
+    solution judged as when interleaved."""
+    out = tmp_path / "r.json"
+    p = bench(tiny_data, "solutions/reference", os.path.join(BROKEN, "nan.py"), "--workloads", "f1x1",
+              "--at-once", "1", "--json", str(out))
+    report = json.loads(out.read_text())
+    assert report["solutions"]["reference"]["workloads"]["f1x1"]["passed"], p.stdout[-3000:]
+    assert report["solutions"]["nan"]["workloads"]["f1x1"]["status"] == "incorrect"
+    assert report["method"]["at_once"] == 1 and p.returncode == 1
+    assert "bench reference (wave 1 of 2: at most 1 solutions at once)" in p.stdout
+    assert "bench nan (wave 2 of 2: at most 1 solutions at once)" in p.stdout
+
+
 @pytest.mark.slow      # 25 s
 def test_one_solution_twice_runs_as_two(tiny_data, tmp_path):
     """An A/A run (the noise between two runs of one solution): each entry has its own ranks, so the first's

@@ -129,8 +129,9 @@ class GpuMemory:
         for g, used in enumerate(held or []):
             cap = self.cap(g)
             if used > cap:
+                alone = "; `bench.py --at-once 1` gives each group the whole" if self.groups > 1 else ""
                 return (f"its processes held {disk.gib(used)} of GPU {g}'s memory, more than a group's cap of "
-                        f"{disk.gib(cap)} ({self.why(g)})")
+                        f"{disk.gib(cap)} ({self.why(g)}{alone})")
         return None
 
     def why(self, gpu):

@@ -45,7 +45,7 @@ def test_a_group_may_keep_what_the_judge_does_not_need(monkeypatch):
     why = meter.over({10, 11, 99}, 1)
     assert why.startswith("its processes held 91 GiB of GPU 0's memory, more than a group's cap of 33 GiB (the "
                           "GPU's 80 GiB less"), why
-    assert why.endswith("shared by 2 groups)")
+    assert why.endswith("shared by 2 groups; `bench.py --at-once 1` gives each group the whole)")
     monkeypatch.setenv("WAN_GPU_MEMORY_GIB", "40")     # the caps of a smaller card
     meter = GpuMemory(["GPU-a"])
     meter.reserve(10 * GIB, 1)

@@ -70,19 +70,20 @@ MAX_REPS, MAX_REPS_CPU = 20, 5      # timed calls at most per workload and solut
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description="Check and time solutions on the task's workloads.",
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(description="Check and time solutions on the task's workloads.")
     p.add_argument("solutions", nargs="+", help="solution directories or .py files")
     p.add_argument("--workloads", help=f"comma list of workloads (default: all {len(spec.WORKLOADS)})")
     p.add_argument("--worlds", help="comma list of world sizes to keep (1, 2, 4)")
     p.add_argument("--tiny", action="store_true", help="the tiny geometry on the CPU (gloo), for any machine")
     p.add_argument("--json", help="write every figure, sample and status here")
-    p.add_argument("--warmup", type=int, default=1, help="warm-up calls per timed workload (checked, not timed)")
-    p.add_argument("--min-reps", type=int, default=3, help="timed calls at least")
+    p.add_argument("--warmup", type=int, default=1, help="warm-up calls per timed workload (checked, not timed; "
+                                                                  "default: 1)")
+    p.add_argument("--min-reps", type=int, default=3, help="timed calls at least (default: 3)")
     p.add_argument("--max-reps", type=int, help=f"timed calls at most (default {MAX_REPS} on GPUs, {MAX_REPS_CPU} "
                                                  f"on the CPU)")
-    p.add_argument("--time-cap", type=float, default=60.0, help="seconds of timed calls per workload and solution")
-    p.add_argument("--timeout-scale", type=float, default=1.0, help="scale the per-call timeouts")
+    p.add_argument("--time-cap", type=float, default=60.0, help="seconds of timed calls per workload and solution "
+                                                                      "(default: 60)")
+    p.add_argument("--timeout-scale", type=float, default=1.0, help="scale the per-call timeouts (default: 1)")
     p.add_argument("--at-once", type=int, metavar="N", help="solutions whose calls interleave, their groups alive at "
                                                             "once (default: as many as GPU memory lets each keep 24 "
                                                             "GiB; all on the CPU); more run in waves, one after another")

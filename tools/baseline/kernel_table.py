@@ -72,12 +72,12 @@ def table(events, workload):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("trace")
-    ap.add_argument("--workload", default="f121x1", help="the profiled workload (its latent frames place the "
+    ap.add_argument("--workload", default="f121x1", choices=list(spec.WORKLOADS), help="the profiled workload (its latent frames place the "
                     "time convs' levels)")
     args = ap.parse_args(argv)
     rows, total = table(read_trace(args.trace), args.workload)
     print(f"{args.trace}: {total:.4f} GPU s of kernels, copies and memsets\n")
-    print("| level | kind | GPU s | share | kernels |\n|---|---|---|---|---|")
+    print("| level | kind | GPU s | share of the kernels' time | kernels |\n|---|---|---|---|---|")
     order = list(bounds.LEVELS.values()) + ["communication", "outside"]
     for (level, kind), (s, n) in sorted(rows.items(), key=lambda r: (order.index(r[0][0]) if r[0][0] in order
                                                                      else len(order), -r[1][0])):

@@ -117,6 +117,7 @@ def breakdown(t, geometry=spec.FULL):
 # spatial scales (16 of 36 multiplies; its WINOGRAD_LEVELS, tests/task/test_bounds.py keeps the two equal), and every
 # resample as four 2x2 phase convs (4/9 of the 3x3 conv after the 2x upsample).
 BASELINE_WINOGRAD_SCALES = (1, 2, 4)
+BASELINE_WINOGRAD_COLS = 2       # its tiles' output columns (2 rows): 4 (COLS + 2) multiplies per 2 COLS outputs
 
 
 def executed_by_weight(t, geometry=spec.FULL):
@@ -128,7 +129,7 @@ def executed_by_weight(t, geometry=spec.FULL):
         if ".resample." in name:
             f = f * 4 / 9
         elif k == (3, 3, 3) and spec.conv_level(name, t)[1] in BASELINE_WINOGRAD_SCALES:
-            f = f * 16 / 36
+            f = f * 4 * (BASELINE_WINOGRAD_COLS + 2) / (9 * 2 * BASELINE_WINOGRAD_COLS)
         out[name] = f
     return out
 

@@ -91,23 +91,24 @@ def check_head(k, dev, dt, g):
 
 
 def check_winograd(k, dev, dt, g):
-    """Winograd F(2x2,3x3) causal convs against the twin and F.conv3d of the same operands; odd sizes, with and
-    without halo rows, with a bias."""
+    """Winograd F(2x2,3x3) and F(2x4,3x3) causal convs against the twin and F.conv3d of the same operands; odd
+    sizes, with and without halo rows, with a bias."""
     wg = sys.modules[k.__name__.rsplit(".", 1)[0] + ".winograd"]
     results = []
-    for c, co, n, h, w, pad in ((16, 16, 2, 6, 10, 1), (16, 32, 1, 5, 7, 1), (32, 16, 3, 5, 9, 0)):
-        buf = torch.randn(1, c, n + 2, h + 2 - 2 * pad, w, generator=g).to(dev, dt).contiguous(memory_format=CL3)
-        wt = (torch.randn(co, c, 3, 3, 3, generator=g) / (27 * c) ** 0.5).to(dev, dt)
-        bias = torch.randn(co, generator=g).to(dev, dt)
-        u = wg.transform_weights(wt, torch.float32 if dt == torch.float32 else torch.float16)
-        want = F.conv3d(buf.float(), wt.float(), bias.float(), padding=(0, pad, 1))
-        twin = wg.conv_torch(buf, u, pad, bias).float()
-        got = wg.conv(buf, u, pad, bias).float()
-        results.append((f"winograd {c}->{co} {h}x{w} pad {pad}", (got - twin).abs().max().item(),
-                        (got - want).abs().max().item()))
-        banded = wg.conv(buf, u, pad, bias, v_bytes=1).float()      # one tile row at a time
-        results.append((f"winograd {c}->{co} {h}x{w} pad {pad} by tile rows", (banded - twin).abs().max().item(),
-                        (banded - want).abs().max().item()))
+    for cols, tile in ((2, ""), (4, " 2x4 tiles")):
+        for c, co, n, h, w, pad in ((16, 16, 2, 6, 10, 1), (16, 32, 1, 5, 7, 1), (32, 16, 3, 5, 9, 0)):
+            buf = torch.randn(1, c, n + 2, h + 2 - 2 * pad, w, generator=g).to(dev, dt).contiguous(memory_format=CL3)
+            wt = (torch.randn(co, c, 3, 3, 3, generator=g) / (27 * c) ** 0.5).to(dev, dt)
+            bias = torch.randn(co, generator=g).to(dev, dt)
+            u = wg.transform_weights(wt, torch.float32 if dt == torch.float32 else torch.float16, cols)
+            want = F.conv3d(buf.float(), wt.float(), bias.float(), padding=(0, pad, 1))
+            twin = wg.conv_torch(buf, u, pad, bias).float()
+            got = wg.conv(buf, u, pad, bias).float()
+            results.append((f"winograd {c}->{co} {h}x{w} pad {pad}{tile}", (got - twin).abs().max().item(),
+                            (got - want).abs().max().item()))
+            banded = wg.conv(buf, u, pad, bias, v_bytes=1).float()      # one tile row at a time
+            results.append((f"winograd {c}->{co} {h}x{w} pad {pad}{tile} by tile rows",
+                            (banded - twin).abs().max().item(), (banded - want).abs().max().item()))
     return results
 
 

@@ -46,6 +46,9 @@ MIN_CUDNN = 91500                      # older cuDNN disables or breaks bf16 con
 # The levels (spatial upsamples so far) whose causal 3x3x3 convs run as Winograd F(2x2,3x3) (winograd.py); cuDNN's
 # direct conv stays faster at the 8x level (docs/perf-notes.md, "Winograd").
 WINOGRAD_LEVELS = (0, 1, 2)
+# Their tiles: 2 x WINOGRAD_COLS outputs. 2 is F(2x2,3x3); 4 is F(2x4,3x3), 3/4 of its bytes of V and M and of its
+# products for 1.14x its error in those convs (tools/baseline/winograd_error.py; not yet timed on a GPU).
+WINOGRAD_COLS = 2
 
 
 def winograd_convs(geometry):
@@ -136,7 +139,8 @@ def laid_out(weights):
     for name in winograd_convs(g):
         w = W[f"{name}.weight"]
         # fp16 operands for bf16 weights (finer than bf16, same speed); an fp32 decode stays fp32.
-        out.append(winograd.transform_weights(w, torch.float32 if w.dtype == torch.float32 else torch.float16))
+        out.append(winograd.transform_weights(w, torch.float32 if w.dtype == torch.float32 else torch.float16,
+                                              WINOGRAD_COLS))
     return out
 
 

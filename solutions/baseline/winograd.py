@@ -29,19 +29,35 @@ if triton is not None:
 # V of at most this many bytes at a time (bands of tile rows): up block 2's first conv would otherwise hold 2.7 GB.
 V_BYTES = 512 << 20
 
-# F(2x2, 3x3): the transforms of Lavin & Gray (2015).
+# F(2x2, 3x3): the transforms of Lavin & Gray (2015), the rows' always and the columns' of a 2x2 tile.
 BT = torch.tensor([[1., 0., -1., 0.], [0., 1., 1., 0.], [0., -1., 1., 0.], [0., 1., 0., -1.]])
 G = torch.tensor([[1., 0., 0.], [.5, .5, .5], [.5, -.5, .5], [0., 0., 1.]])
 AT = torch.tensor([[1., 1., 1., 0.], [0., 1., -1., -1.]])
+# F(4, 3) on the points 0, 1, -1, 2, -1/2 (and infinity): the columns' of a 2x4 tile, 24 products per 8 outputs
+# (3/4 of F(2x2)'s V, M and products). These points add less error in fp16 than +-2 (tools/baseline/winograd_error.py:
+# 1.14x the direct conv's error against 1.03x for F(2x2)); B^T and A^T are exact in fp16.
+BT4 = torch.tensor([[1., 1.5, -2., -1.5, 1., 0.], [0., -1., -2.5, -.5, 1., 0.], [0., 1., .5, -2.5, 1., 0.],
+                    [0., -.5, -1., .5, 1., 0.], [0., 2., -1., -2., 1., 0.], [0., 1., 1.5, -2., -1.5, 1.]])
+G4 = torch.tensor([[1., 0., 0.], [-1 / 3, -1 / 3, -1 / 3], [1 / 3, -1 / 3, 1 / 3], [1 / 15, 2 / 15, 4 / 15],
+                   [-16 / 15, 8 / 15, -4 / 15], [0., 0., 1.]])
+AT4 = torch.tensor([[1., 1., 1., 1., 1., 0.], [0., 1., -1., 2., -.5, 0.], [0., 1., 1., 4., .25, 0.],
+                    [0., 1., -1., 8., -.125, 1.]])
+COLUMNS = {2: (BT, G, AT), 4: (BT4, G4, AT4)}    # a tile's output columns: the columns' transforms
 
 
-def transform_weights(w, dtype=torch.float16):
-    """(Co, Ci, 3, 3, 3) conv weights -> U (16, 3 * Ci, Co): U[4i + j, dt * Ci + ci, co] = (G g G^T)[i, j] of
-    g = w[co, ci, dt]; computed in fp32, rounded once."""
+def columns(u):
+    """A tile's output columns, from U's positions (4 rows x 4 or 6 columns)."""
+    return u.shape[0] // 4 - 2
+
+
+def transform_weights(w, dtype=torch.float16, cols=2):
+    """(Co, Ci, 3, 3, 3) conv weights -> U (4 n, 3 * Ci, Co) for tiles of 2 x `cols` outputs (n = cols + 2 columns
+    of input): U[n i + j, dt * Ci + ci, co] = (G g G_c^T)[i, j] of g = w[co, ci, dt]; computed in fp32, rounded
+    once."""
     co, ci = w.shape[:2]
-    g = G.to(w.device)
-    u = torch.einsum("ia,octab,jb->ijtco", g, w.float(), g)        # (4, 4, 3, Ci, Co)
-    return u.reshape(16, 3 * ci, co).to(dtype).contiguous()
+    g, gc = G.to(w.device), COLUMNS[cols][1].to(w.device)
+    u = torch.einsum("ia,octab,jb->ijtco", g, w.float(), gc)       # (4, n, 3, Ci, Co)
+    return u.reshape(4 * (cols + 2), 3 * ci, co).to(dtype).contiguous()
 
 
 def conv_torch(buf, u, pad_rows, bias=None, out=None):
@@ -62,24 +78,26 @@ if triton is not None:
         return v
 
 
-def transform_input_torch(buf, pad_rows, dtype):
-    """(B, C, Fin, rows, W) -> V (16, B, th * tw, Fin, C) in `dtype`: per frame the 4x4 patches to B^T d B. A
-    tile's frames are adjacent, so output frame f's operand (its frames f, f+1, f+2) is one row of 3 C values."""
+def transform_input_torch(buf, pad_rows, dtype, cols=2):
+    """(B, C, Fin, rows, W) -> V (4 n, B, th * tw, Fin, C) in `dtype`: per frame the 4 x n patches (n = cols + 2)
+    to B^T d B_c. A tile's frames are adjacent, so output frame f's operand (its frames f, f+1, f+2) is one row of
+    3 C values."""
     b, c, fin, rows, w = buf.shape
     h = rows + 2 * pad_rows - 2
-    th, tw = (h + 1) // 2, (w + 1) // 2
-    x = F.pad(buf.float(), (1, 2 * tw + 1 - w, pad_rows, 2 * th + 2 - rows - pad_rows))
-    d = x.unfold(3, 4, 2).unfold(4, 4, 2)                            # (B, C, Fin, th, tw, 4, 4)
-    bt = BT.to(buf.device)
-    return torch.einsum("ir,bcftyrs,js->ijbtyfc", bt, d, bt).reshape(16, b, th * tw, fin, c).to(dtype).contiguous()
+    th, tw = (h + 1) // 2, (w + cols - 1) // cols
+    x = F.pad(buf.float(), (1, cols * tw + 1 - w, pad_rows, 2 * th + 2 - rows - pad_rows))
+    d = x.unfold(3, 4, 2).unfold(4, cols + 2, cols)                  # (B, C, Fin, th, tw, 4, n)
+    bt, bc = BT.to(buf.device), COLUMNS[cols][0].to(buf.device)
+    v = torch.einsum("ir,bcftyrs,js->ijbtyfc", bt, d, bc)
+    return v.reshape(4 * (cols + 2), b, th * tw, fin, c).to(dtype).contiguous()
 
 
 if triton is not None:
     @triton.jit
     def _vin_kernel(x, xb, xf, xy, xx, v, B, C, FIN, H, W, ROWS, TW, PAD, TY0, NTY, BM: tl.constexpr,
-                    BK: tl.constexpr):
+                    BK: tl.constexpr, COLS: tl.constexpr = 2):
         """V[xi, b, tile, frame, c] for BM consecutive tiles (row-major over tile rows TY0 .. TY0 + NTY) of one
-        frame."""
+        frame; tiles of 2 x COLS outputs."""
         pid = tl.program_id(0).to(tl.int64)
         tiles = NTY * TW
         blocks = tl.cdiv(tiles, BM)
@@ -89,7 +107,7 @@ if triton is not None:
         t = (pid % blocks) * BM + tl.arange(0, BM)
         tmask = t < tiles
         ty = TY0 + t // TW
-        cx = 2 * (t % TW) - 1                 # the patch's first column
+        cx = COLS * (t % TW) - 1              # the patch's first column
         r0 = 2 * ty - PAD                     # and first row in the buffer
         ci = tl.program_id(1) * BK + tl.arange(0, BK)
         cmask = ci < C
@@ -111,10 +129,20 @@ if triton is not None:
             e2 = _e(base, xy, xx, ra, rb, sg, cx + 2, ci, ROWS, W, cmask, tmask)
             e3 = _e(base, xy, xx, ra, rb, sg, cx + 3, ci, ROWS, W, cmask, tmask)
             vt = v.dtype.element_ty
-            tl.store(vrow + (4 * i + 0) * plane, (e0 - e2).to(vt), mask=m)
-            tl.store(vrow + (4 * i + 1) * plane, (e1 + e2).to(vt), mask=m)
-            tl.store(vrow + (4 * i + 2) * plane, (e2 - e1).to(vt), mask=m)
-            tl.store(vrow + (4 * i + 3) * plane, (e1 - e3).to(vt), mask=m)
+            if COLS == 2:
+                tl.store(vrow + (4 * i + 0) * plane, (e0 - e2).to(vt), mask=m)
+                tl.store(vrow + (4 * i + 1) * plane, (e1 + e2).to(vt), mask=m)
+                tl.store(vrow + (4 * i + 2) * plane, (e2 - e1).to(vt), mask=m)
+                tl.store(vrow + (4 * i + 3) * plane, (e1 - e3).to(vt), mask=m)
+            else:                             # BT4's rows
+                e4 = _e(base, xy, xx, ra, rb, sg, cx + 4, ci, ROWS, W, cmask, tmask)
+                e5 = _e(base, xy, xx, ra, rb, sg, cx + 5, ci, ROWS, W, cmask, tmask)
+                tl.store(vrow + (6 * i + 0) * plane, (e0 + 1.5 * e1 - 2.0 * e2 - 1.5 * e3 + e4).to(vt), mask=m)
+                tl.store(vrow + (6 * i + 1) * plane, (e4 - e1 - 2.5 * e2 - 0.5 * e3).to(vt), mask=m)
+                tl.store(vrow + (6 * i + 2) * plane, (e1 + 0.5 * e2 - 2.5 * e3 + e4).to(vt), mask=m)
+                tl.store(vrow + (6 * i + 3) * plane, (0.5 * e3 - 0.5 * e1 - e2 + e4).to(vt), mask=m)
+                tl.store(vrow + (6 * i + 4) * plane, (2.0 * e1 - e2 - 2.0 * e3 + e4).to(vt), mask=m)
+                tl.store(vrow + (6 * i + 5) * plane, (e1 + 1.5 * e2 - 2.0 * e3 - 1.5 * e4 + e5).to(vt), mask=m)
 
     @triton.jit
     def _vout_kernel(mm, bias, out, oc, oy, ox, CO, H, W, TW, TY0, NTY, HAS_BIAS: tl.constexpr,
@@ -181,60 +209,151 @@ if triton is not None:
                 tl.store(base + (oy_ * oy + col * ox)[:, None], val.to(out.dtype.element_ty), mask=mk)
 
 
+if triton is not None:
+    @triton.jit
+    def _vout4_kernel(mm, bias, out, oc, oy, ox, CO, H, W, TW, TY0, NTY, HAS_BIAS: tl.constexpr,
+                      BM: tl.constexpr, BN: tl.constexpr):
+        """_vout_kernel for tiles of 2 x 4 outputs: A^T M A4 (+ bias), M (24, NTY * TW, Co)."""
+        tiles = NTY * TW
+        t = tl.program_id(0).to(tl.int64) * BM + tl.arange(0, BM)
+        tmask = t < tiles
+        ty = TY0 + t // TW
+        tx = t % TW
+        co = tl.program_id(1) * BN + tl.arange(0, BN)
+        comask = co < CO
+        m = tmask[:, None] & comask[None, :]
+        PLANE = tiles * CO
+        src = mm + t[:, None] * CO + co[None, :]
+        y00 = tl.zeros((BM, BN), dtype=tl.float32)
+        y01 = y00
+        y02 = y00
+        y03 = y00
+        y10 = y00
+        y11 = y00
+        y12 = y00
+        y13 = y00
+        for i in tl.static_range(4):
+            a0 = tl.load(src + (6 * i + 0) * PLANE, mask=m, other=0.0).to(tl.float32)
+            a1 = tl.load(src + (6 * i + 1) * PLANE, mask=m, other=0.0).to(tl.float32)
+            a2 = tl.load(src + (6 * i + 2) * PLANE, mask=m, other=0.0).to(tl.float32)
+            a3 = tl.load(src + (6 * i + 3) * PLANE, mask=m, other=0.0).to(tl.float32)
+            a4 = tl.load(src + (6 * i + 4) * PLANE, mask=m, other=0.0).to(tl.float32)
+            a5 = tl.load(src + (6 * i + 5) * PLANE, mask=m, other=0.0).to(tl.float32)
+            z0 = a0 + a1 + a2 + a3 + a4               # AT4's rows
+            z1 = a1 - a2 + 2.0 * a3 - 0.5 * a4
+            z2 = a1 + a2 + 4.0 * a3 + 0.25 * a4
+            z3 = a1 - a2 + 8.0 * a3 - 0.125 * a4 + a5
+            if i < 3:                                 # AT's rows: [1, 1, 1, 0] and [0, 1, -1, -1]
+                y00 += z0
+                y01 += z1
+                y02 += z2
+                y03 += z3
+            if i == 1:
+                y10 += z0
+                y11 += z1
+                y12 += z2
+                y13 += z3
+            elif i >= 2:
+                y10 -= z0
+                y11 -= z1
+                y12 -= z2
+                y13 -= z3
+        if HAS_BIAS:
+            bv = tl.load(bias + co, mask=comask, other=0.0).to(tl.float32)[None, :]
+            y00 += bv
+            y01 += bv
+            y02 += bv
+            y03 += bv
+            y10 += bv
+            y11 += bv
+            y12 += bv
+            y13 += bv
+        base = out + co[None, :].to(tl.int64) * oc
+        for p in tl.static_range(2):
+            for q in tl.static_range(4):
+                oy_ = 2 * ty + p
+                col = 4 * tx + q
+                mk = (tmask & (col < W) & (oy_ < H))[:, None] & comask[None, :]
+                if p == 0:
+                    if q == 0:
+                        val = y00
+                    elif q == 1:
+                        val = y01
+                    elif q == 2:
+                        val = y02
+                    else:
+                        val = y03
+                else:
+                    if q == 0:
+                        val = y10
+                    elif q == 1:
+                        val = y11
+                    elif q == 2:
+                        val = y12
+                    else:
+                        val = y13
+                tl.store(base + (oy_ * oy + col * ox)[:, None], val.to(out.dtype.element_ty), mask=mk)
+
+
 def conv(buf, u, pad_rows, bias=None, out=None, bm=32, bk=64, v_bytes=V_BYTES, kernels=None):
-    """The causal 3x3x3 conv of a filled input buffer, from U = transform_weights(weight): V in u's dtype, the
-    products by cuBLAS (fp32 accumulation and output), out (B, Co, n, H, W) made channels-last when None. Bands of
-    tile rows whose V holds at most `v_bytes` go one after another. kernels=False: the twin's PyTorch ops."""
+    """The causal 3x3x3 conv of a filled input buffer, from U = transform_weights(weight) (its tile from U's shape):
+    V in u's dtype, the products by cuBLAS (fp32 accumulation and output), out (B, Co, n, H, W) made channels-last
+    when None. Bands of tile rows whose V holds at most `v_bytes` go one after another. kernels=False: the twin's
+    PyTorch ops."""
     b, c, fin, rows, w = buf.shape
     n, h, co = fin - 2, rows + 2 * pad_rows - 2, u.shape[2]
-    th, tw = (h + 1) // 2, (w + 1) // 2
+    cols, planes = columns(u), u.shape[0]
+    th, tw = (h + 1) // 2, (w + cols - 1) // cols
     if out is None:
         out = torch.empty((b, co, n, h, w), dtype=buf.dtype, device=buf.device, memory_format=torch.channels_last_3d)
-    per_row = 16 * b * tw * fin * c * u.element_size()
+    per_row = planes * b * tw * fin * c * u.element_size()
     nty = max(1, min(th, v_bytes // per_row))
     triton_ok = use_triton(buf) if kernels is None else kernels
     if triton_ok:   # no wider than the work (the tests' tiny geometry: one program per frame)
         bm = min(1024 if INTERPRET else bm, triton.next_power_of_2(nty * tw))
         bk = min(bk, triton.next_power_of_2(c))
     else:
-        v_all = transform_input_torch(buf, pad_rows, u.dtype)
+        v_all = transform_input_torch(buf, pad_rows, u.dtype, cols)
     for ty0 in range(0, th, nty):
         ty1 = min(th, ty0 + nty)
         tiles = (ty1 - ty0) * tw
         if triton_ok:
-            v = torch.empty((16, b, tiles, fin, c), dtype=u.dtype, device=buf.device)
+            v = torch.empty((planes, b, tiles, fin, c), dtype=u.dtype, device=buf.device)
             sb, _, sf, sy, sx = buf.stride()
             _vin_kernel[(b * fin * triton.cdiv(tiles, bm), triton.cdiv(c, bk))](
                 buf, sb, sf, sy, sx, v, b, c, fin, h, w, rows, tw, pad_rows, ty0, ty1 - ty0, BM=bm, BK=bk,
-                num_warps=4)
+                COLS=cols, num_warps=4)
         else:
             v = v_all[:, :, ty0 * tw:ty1 * tw].contiguous()
-        m = torch.empty((16, tiles, co), dtype=torch.float32, device=buf.device)
+        m = torch.empty((planes, tiles, co), dtype=torch.float32, device=buf.device)
         plane = b * tiles * fin * c
         for bi in range(b):
             for f in range(n):
-                a = v.as_strided((16, tiles, 3 * c), (plane, fin * c, 1),
+                a = v.as_strided((planes, tiles, 3 * c), (plane, fin * c, 1),
                                  v.storage_offset() + bi * tiles * fin * c + f * c)
                 if buf.is_cuda:
                     torch.bmm(a, u, out_dtype=torch.float32, out=m)   # fp32 out: no fp16 overflow
                 else:
                     torch.bmm(a.float(), u.float(), out=m)
-                _output_transform(m, bias, out[bi:bi + 1, :, f:f + 1], ty0, ty1 - ty0, tw, bm, triton_ok)
+                _output_transform(m, bias, out[bi:bi + 1, :, f:f + 1], ty0, ty1 - ty0, tw, bm, triton_ok, cols)
         del v, m
     return out
 
 
-def _output_transform(m, bias, out, ty0, nty, tw, bm, triton_ok):
-    """Tile rows ty0 .. ty0 + nty of out (1, Co, 1, H, W) = A^T M A (+ bias), M (16, nty * tw, Co) of one frame."""
+def _output_transform(m, bias, out, ty0, nty, tw, bm, triton_ok, cols=2):
+    """Tile rows ty0 .. ty0 + nty of out (1, Co, 1, H, W) = A^T M A_c (+ bias), M (4 (cols + 2), nty * tw, Co) of
+    one frame."""
     co, h, w = out.shape[1], out.shape[3], out.shape[4]
     if triton_ok:
         _, oc, _, oy, ox = out.stride()
-        _vout_kernel[(triton.cdiv(nty * tw, bm), triton.cdiv(co, 64))](
+        kernel = _vout_kernel if cols == 2 else _vout4_kernel
+        kernel[(triton.cdiv(nty * tw, bm), triton.cdiv(co, 64))](
             m, bias if bias is not None else m, out, oc, oy, ox, co, h, w, tw, ty0, nty, HAS_BIAS=bias is not None,
             BM=bm, BN=64, num_warps=4)
         return
-    at = AT.to(m.device)
-    y = torch.einsum("pi,ijtyo,qj->otpyq", at, m.view(4, 4, nty, tw, co), at).reshape(1, co, 1, 2 * nty, 2 * tw)
+    at, ac = AT.to(m.device), COLUMNS[cols][2].to(m.device)
+    y = torch.einsum("pi,ijtyo,qj->otpyq", at, m.view(4, cols + 2, nty, tw, co), ac).reshape(1, co, 1, 2 * nty,
+                                                                                              cols * tw)
     y0, y1 = 2 * ty0, min(h, 2 * (ty0 + nty))
     y = y[..., :y1 - y0, :w]
     if bias is not None:

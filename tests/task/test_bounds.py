@@ -102,6 +102,7 @@ def test_executed_flops_follow_the_baselines_algorithms():
     sol = baseline()
     # bounds' copy of the baseline's Winograd levels (bounds imports no solution) is the baseline's.
     assert bounds.BASELINE_WINOGRAD_SCALES == tuple(2 ** level for level in sol.WINOGRAD_LEVELS)
+    assert bounds.BASELINE_WINOGRAD_COLS == sol.WINOGRAD_COLS
     counted, executed = spec.flops_by_weight(31), bounds.executed_by_weight(31)
     by_level = {n: spec.conv_level(n, 31)[1] for n in counted if n != "attention"}
     # A 3x3x3 conv at 2x by Winograd: 16 of 36 multiplies; at 8x the direct conv; a resample by phases: 4 of 9.

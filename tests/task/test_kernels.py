@@ -14,8 +14,8 @@ CHECKS = os.path.join(ROOT, "tests", "kernel_checks.py")
 NAMES = {"rows: sum", "rows: norm+silu", "rows: nothing outside the window", "rows: bias only",
          "shuffle 16->16 ft=2 a=0", "shuffle 16->16 ft=2 a=1", "shuffle 16->8 ft=1 a=0", "head",
          "head: other frames untouched"} | {
-         f"winograd {case}{rows}" for case in ("16->16 6x10 pad 1", "16->32 5x7 pad 1", "32->16 5x9 pad 0")
-         for rows in ("", " by tile rows")}
+         f"winograd {case}{tile}{rows}" for case in ("16->16 6x10 pad 1", "16->32 5x7 pad 1", "32->16 5x9 pad 0")
+         for tile in ("", " 2x4 tiles") for rows in ("", " by tile rows")}
 
 
 def _checks(*args, interpret=True):

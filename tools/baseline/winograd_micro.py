@@ -1,5 +1,5 @@
-"""Winograd F(2x2,3x3) (solutions/baseline/winograd.py) against cuDNN's direct conv3d on the decoder's 3x3x3
-causal convs: `python tools/baseline/winograd_micro.py`.
+"""Winograd F(2x2,3x3) and F(2x4,3x3) (solutions/baseline/winograd.py) against cuDNN's direct conv3d on the
+decoder's 3x3x3 causal convs: `python tools/baseline/winograd_micro.py`.
 
 Per level: a channels-last bf16 input buffer (2 cached + n new frames), bf16 weights; cuDNN (benchmark mode, as the
 baseline runs it) and winograd.conv with 32 and 64 tiles per program, then its three steps timed alone (input
@@ -61,35 +61,39 @@ def main():
         ms = timed(lambda: F.conv3d(buf, wcl, padding=(0, 1, 1)))
         rows.append(("cuDNN direct", ms, (y.float() - ref).pow(2).mean().sqrt().item() / scale))
         del y
-        u = wg.transform_weights(wt)
         out = torch.empty_like(ref, dtype=torch.bfloat16, memory_format=cl3)
-        for bm in (32, 64):
-            wg.conv(buf, u, 1, out=out, bm=bm)
-            err = (out.float() - ref).pow(2).mean().sqrt().item() / scale
-            ms = timed(lambda: wg.conv(buf, u, 1, out=out, bm=bm))
-            rows.append((f"winograd, BM {bm}", ms, err))
-        th, tw = h // 2, w // 2
-        v = torch.empty((16, 1, th * tw, n + 2, c), dtype=u.dtype, device="cuda")
-        sb, _, sf, sy, sx = buf.stride()
-        grid = ((n + 2) * ((th * tw + 31) // 32), (c + 63) // 64)
-        rows.append(("  input transform", timed(lambda: wg._vin_kernel[grid](
-            buf, sb, sf, sy, sx, v, 1, c, n + 2, h, w, h, tw, 1, 0, th, BM=32, BK=64, num_warps=4)), float("nan")))
-        m = torch.empty((n, 16, th * tw, co), dtype=torch.float32, device="cuda")
+        for cols in (2, 4):              # tiles of 2 x cols outputs: F(2x2,3x3), F(2x4,3x3)
+            u = wg.transform_weights(wt, cols=cols)
+            planes = u.shape[0]
+            for bm in (32, 64):
+                wg.conv(buf, u, 1, out=out, bm=bm)
+                err = (out.float() - ref).pow(2).mean().sqrt().item() / scale
+                ms = timed(lambda: wg.conv(buf, u, 1, out=out, bm=bm))
+                rows.append((f"winograd 2x{cols}, BM {bm}", ms, err))
+            th, tw = h // 2, (w + cols - 1) // cols
+            v = torch.empty((planes, 1, th * tw, n + 2, c), dtype=u.dtype, device="cuda")
+            sb, _, sf, sy, sx = buf.stride()
+            grid = ((n + 2) * ((th * tw + 31) // 32), (c + 63) // 64)
+            rows.append(("  input transform", timed(lambda: wg._vin_kernel[grid](
+                buf, sb, sf, sy, sx, v, 1, c, n + 2, h, w, h, tw, 1, 0, th, BM=32, BK=64, COLS=cols,
+                num_warps=4)), float("nan")))
+            m = torch.empty((n, planes, th * tw, co), dtype=torch.float32, device="cuda")
 
-        def gemms():
-            for f in range(n):
-                a = v.as_strided((16, th * tw, 3 * c), (th * tw * (n + 2) * c, (n + 2) * c, 1), f * c)
-                torch.bmm(a, u, out_dtype=torch.float32, out=m[f])
-        rows.append(("  GEMMs", timed(gemms), float("nan")))
-        _, oc, _, oy, ox = out.stride()
-        grid = ((th * tw + 31) // 32, (co + 63) // 64)
+            def gemms():
+                for f in range(n):
+                    a = v.as_strided((planes, th * tw, 3 * c), (th * tw * (n + 2) * c, (n + 2) * c, 1), f * c)
+                    torch.bmm(a, u, out_dtype=torch.float32, out=m[f])
+            rows.append(("  GEMMs", timed(gemms), float("nan")))
+            _, oc, _, oy, ox = out.stride()
+            grid = ((th * tw + 31) // 32, (co + 63) // 64)
+            kernel = wg._vout_kernel if cols == 2 else wg._vout4_kernel
 
-        def outs():
-            for f in range(n):
-                wg._vout_kernel[grid](m[f], m, out[:, :, f:f + 1], oc, oy, ox, co, h, w, tw, 0, th, HAS_BIAS=False,
-                                      BM=32, BN=64, num_warps=4)
-        rows.append(("  output transform", timed(outs), float("nan")))
-        del v, m
+            def outs():
+                for f in range(n):
+                    kernel[grid](m[f], m, out[:, :, f:f + 1], oc, oy, ox, co, h, w, tw, 0, th, HAS_BIAS=False,
+                                 BM=32, BN=64, num_warps=4)
+            rows.append(("  output transform", timed(outs), float("nan")))
+            del v, m
         for method, ms, err in rows:
             print(f"{name:14} {method:28} {ms:8.3f} {flop / ms / 1e9:8.0f} {err:9.2e}", flush=True)
         del buf, ref, out

@@ -146,9 +146,9 @@ if triton is not None:
 
     @triton.jit
     def _vout_kernel(mm, bias, out, oc, oy, ox, CO, H, W, TW, TY0, NTY, HAS_BIAS: tl.constexpr,
-                     BM: tl.constexpr, BN: tl.constexpr):
-        """One frame's output (1, Co, 1, H, W) = A^T M A (+ bias) for BM consecutive tiles of tile rows TY0 ..
-        TY0 + NTY, M (16, NTY * TW, Co)."""
+                     BM: tl.constexpr, BN: tl.constexpr, COLS: tl.constexpr = 2):
+        """One frame's output (1, Co, 1, H, W) = A^T M A_c (+ bias) for BM consecutive tiles (2 x COLS outputs) of
+        tile rows TY0 .. TY0 + NTY, M (4 (COLS + 2), NTY * TW, Co)."""
         tiles = NTY * TW
         t = tl.program_id(0).to(tl.int64) * BM + tl.arange(0, BM)
         tmask = t < tiles
@@ -158,71 +158,7 @@ if triton is not None:
         comask = co < CO
         m = tmask[:, None] & comask[None, :]
         PLANE = tiles * CO
-        src = mm + t[:, None] * CO + co[None, :]
-        y00 = tl.zeros((BM, BN), dtype=tl.float32)
-        y01 = y00
-        y10 = y00
-        y11 = y00
-        for i in tl.static_range(4):
-            a0 = tl.load(src + (4 * i + 0) * PLANE, mask=m, other=0.0).to(tl.float32)
-            a1 = tl.load(src + (4 * i + 1) * PLANE, mask=m, other=0.0).to(tl.float32)
-            a2 = tl.load(src + (4 * i + 2) * PLANE, mask=m, other=0.0).to(tl.float32)
-            a3 = tl.load(src + (4 * i + 3) * PLANE, mask=m, other=0.0).to(tl.float32)
-            z0 = a0 + a1 + a2
-            z1 = a1 - a2 - a3
-            if i == 0:
-                y00 += z0
-                y01 += z1
-            elif i == 1:
-                y00 += z0
-                y01 += z1
-                y10 += z0
-                y11 += z1
-            elif i == 2:
-                y00 += z0
-                y01 += z1
-                y10 -= z0
-                y11 -= z1
-            else:
-                y10 -= z0
-                y11 -= z1
-        if HAS_BIAS:
-            bv = tl.load(bias + co, mask=comask, other=0.0).to(tl.float32)[None, :]
-            y00 += bv
-            y01 += bv
-            y10 += bv
-            y11 += bv
-        base = out + co[None, :].to(tl.int64) * oc
-        for p in tl.static_range(2):
-            for q in tl.static_range(2):
-                oy_ = 2 * ty + p
-                col = 2 * tx + q
-                mk = (tmask & (col < W) & (oy_ < H))[:, None] & comask[None, :]
-                if p == 0 and q == 0:
-                    val = y00
-                elif p == 0:
-                    val = y01
-                elif q == 0:
-                    val = y10
-                else:
-                    val = y11
-                tl.store(base + (oy_ * oy + col * ox)[:, None], val.to(out.dtype.element_ty), mask=mk)
-
-
-if triton is not None:
-    @triton.jit
-    def _vout4_kernel(mm, bias, out, oc, oy, ox, CO, H, W, TW, TY0, NTY, HAS_BIAS: tl.constexpr,
-                      BM: tl.constexpr, BN: tl.constexpr):
-        """_vout_kernel for tiles of 2 x 4 outputs: A^T M A4 (+ bias), M (24, NTY * TW, Co)."""
-        tiles = NTY * TW
-        t = tl.program_id(0).to(tl.int64) * BM + tl.arange(0, BM)
-        tmask = t < tiles
-        ty = TY0 + t // TW
-        tx = t % TW
-        co = tl.program_id(1) * BN + tl.arange(0, BN)
-        comask = co < CO
-        m = tmask[:, None] & comask[None, :]
-        PLANE = tiles * CO
+        N: tl.constexpr = COLS + 2
         src = mm + t[:, None] * CO + co[None, :]
         y00 = tl.zeros((BM, BN), dtype=tl.float32)
         y01 = y00
@@ -233,46 +169,57 @@ if triton is not None:
         y12 = y00
         y13 = y00
         for i in tl.static_range(4):
-            a0 = tl.load(src + (6 * i + 0) * PLANE, mask=m, other=0.0).to(tl.float32)
-            a1 = tl.load(src + (6 * i + 1) * PLANE, mask=m, other=0.0).to(tl.float32)
-            a2 = tl.load(src + (6 * i + 2) * PLANE, mask=m, other=0.0).to(tl.float32)
-            a3 = tl.load(src + (6 * i + 3) * PLANE, mask=m, other=0.0).to(tl.float32)
-            a4 = tl.load(src + (6 * i + 4) * PLANE, mask=m, other=0.0).to(tl.float32)
-            a5 = tl.load(src + (6 * i + 5) * PLANE, mask=m, other=0.0).to(tl.float32)
-            z0 = a0 + a1 + a2 + a3 + a4               # AT4's rows
-            z1 = a1 - a2 + 2.0 * a3 - 0.5 * a4
-            z2 = a1 + a2 + 4.0 * a3 + 0.25 * a4
-            z3 = a1 - a2 + 8.0 * a3 - 0.125 * a4 + a5
-            if i < 3:                                 # AT's rows: [1, 1, 1, 0] and [0, 1, -1, -1]
+            a0 = tl.load(src + (N * i + 0) * PLANE, mask=m, other=0.0).to(tl.float32)
+            a1 = tl.load(src + (N * i + 1) * PLANE, mask=m, other=0.0).to(tl.float32)
+            a2 = tl.load(src + (N * i + 2) * PLANE, mask=m, other=0.0).to(tl.float32)
+            a3 = tl.load(src + (N * i + 3) * PLANE, mask=m, other=0.0).to(tl.float32)
+            if COLS == 2:                         # AT's rows
+                z0 = a0 + a1 + a2
+                z1 = a1 - a2 - a3
+                z2 = z0
+                z3 = z1
+            else:                                 # AT4's rows
+                a4 = tl.load(src + (N * i + 4) * PLANE, mask=m, other=0.0).to(tl.float32)
+                a5 = tl.load(src + (N * i + 5) * PLANE, mask=m, other=0.0).to(tl.float32)
+                z0 = a0 + a1 + a2 + a3 + a4
+                z1 = a1 - a2 + 2.0 * a3 - 0.5 * a4
+                z2 = a1 + a2 + 4.0 * a3 + 0.25 * a4
+                z3 = a1 - a2 + 8.0 * a3 - 0.125 * a4 + a5
+            # the rows' A^T: [1, 1, 1, 0] and [0, 1, -1, -1]
+            if i < 3:
                 y00 += z0
                 y01 += z1
-                y02 += z2
-                y03 += z3
+                if COLS == 4:
+                    y02 += z2
+                    y03 += z3
             if i == 1:
                 y10 += z0
                 y11 += z1
-                y12 += z2
-                y13 += z3
+                if COLS == 4:
+                    y12 += z2
+                    y13 += z3
             elif i >= 2:
                 y10 -= z0
                 y11 -= z1
-                y12 -= z2
-                y13 -= z3
+                if COLS == 4:
+                    y12 -= z2
+                    y13 -= z3
         if HAS_BIAS:
             bv = tl.load(bias + co, mask=comask, other=0.0).to(tl.float32)[None, :]
             y00 += bv
             y01 += bv
-            y02 += bv
-            y03 += bv
             y10 += bv
             y11 += bv
-            y12 += bv
-            y13 += bv
+            if COLS == 4:
+                y02 += bv
+                y03 += bv
+                y12 += bv
+                y13 += bv
         base = out + co[None, :].to(tl.int64) * oc
         for p in tl.static_range(2):
-            for q in tl.static_range(4):
+            for q in tl.static_range(COLS):
                 oy_ = 2 * ty + p
-                col = 4 * tx + q
+                col = COLS * tx + q
                 mk = (tmask & (col < W) & (oy_ < H))[:, None] & comask[None, :]
                 if p == 0:
                     if q == 0:
@@ -346,10 +293,9 @@ def _output_transform(m, bias, out, ty0, nty, tw, bm, triton_ok, cols=2):
     co, h, w = out.shape[1], out.shape[3], out.shape[4]
     if triton_ok:
         _, oc, _, oy, ox = out.stride()
-        kernel = _vout_kernel if cols == 2 else _vout4_kernel
-        kernel[(triton.cdiv(nty * tw, bm), triton.cdiv(co, 64))](
+        _vout_kernel[(triton.cdiv(nty * tw, bm), triton.cdiv(co, 64))](
             m, bias if bias is not None else m, out, oc, oy, ox, co, h, w, tw, ty0, nty, HAS_BIAS=bias is not None,
-            BM=bm, BN=64, num_warps=4)
+            BM=bm, BN=64, COLS=cols, num_warps=4)
         return
     at, ac = AT.to(m.device), COLUMNS[cols][2].to(m.device)
     y = torch.einsum("pi,ijtyo,qj->otpyq", at, m.view(4, cols + 2, nty, tw, co), ac).reshape(1, co, 1, 2 * nty,

@@ -86,12 +86,11 @@ def main():
             rows.append(("  GEMMs", timed(gemms), float("nan")))
             _, oc, _, oy, ox = out.stride()
             grid = ((th * tw + 31) // 32, (co + 63) // 64)
-            kernel = wg._vout_kernel if cols == 2 else wg._vout4_kernel
 
             def outs():
                 for f in range(n):
-                    kernel[grid](m[f], m, out[:, :, f:f + 1], oc, oy, ox, co, h, w, tw, 0, th, HAS_BIAS=False,
-                                 BM=32, BN=64, num_warps=4)
+                    wg._vout_kernel[grid](m[f], m, out[:, :, f:f + 1], oc, oy, ox, co, h, w, tw, 0, th,
+                                          HAS_BIAS=False, BM=32, BN=64, COLS=cols, num_warps=4)
             rows.append(("  output transform", timed(outs), float("nan")))
             del v, m
         for method, ms, err in rows:

@@ -94,8 +94,8 @@ def parse_args(argv):
                                                      "the named scopes on: Chrome traces and a per-scope table in DIR")
     html.add_arguments(p, "workloads")
     args = p.parse_args(argv)
-    for name, value, least in (("--warmup", args.warmup, 0), ("--min-reps", args.min_reps, 1), ("--at-once", args.at_once, 1),
-                               ("--max-reps", args.max_reps, max(1, args.min_reps))):
+    for name, value, least in (("--warmup", args.warmup, 0), ("--min-reps", args.min_reps, 1),
+                               ("--at-once", args.at_once, 1), ("--max-reps", args.max_reps, max(1, args.min_reps))):
         if value is not None and value < least:
             p.error(f"{name} must be at least {least} (got {value})")
     if not (args.time_cap > 0 and args.timeout_scale > 0):

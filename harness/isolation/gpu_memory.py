@@ -11,9 +11,9 @@ after prepare and after each call (it can then allocate nothing until its next c
 
 (one group in the gate; in bench, one per solution of a wave). bench keeps the groups of several solutions alive at
 once (their calls interleaved) only while each may keep at least FLOOR: more solutions run in waves, one after
-another (at_once). An out-of-memory error in the judge's work for
-one call is that group's failure where it holds more than its cap, else the judge's. WAN_GPU_MEMORY_GIB makes the cap
-that of a card of that size (to check an 80 GB card's caps on a larger one)."""
+another (at_once). An out-of-memory error in the judge's work for one call is that group's failure where it holds
+more than its cap, else the judge's. WAN_GPU_MEMORY_GIB makes the cap that of a card of that size (to check an 80 GB
+card's caps on a larger one)."""
 import os
 
 from harness.isolation import disk

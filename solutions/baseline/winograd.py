@@ -5,14 +5,16 @@ A causal conv's output frame f is the sum over its three time taps dt of a 3x3 c
 the Winograd domain, V = B^T d B (16 values, additions only), each weight 3x3 to U = G g G^T (once, in prepare),
 the 16 positions xi = (i, j) multiply independently, M[xi] = sum over (dt, ci) of V[xi] U[xi], and the tile is
 A^T M A. That is 16 products per tile and input channel where the direct conv has 36: 4/9 of its multiplies.
+Tiles of 2 x 4 outputs are the other choice (F(2x4, 3x3): the columns' transforms F(4, 3), 4 x 6 patches, 24
+positions, 1/3 of the multiplies; transform_weights(cols=4)); conv() takes the tile from U's shape.
 
 The operands are fp16: the conv inputs (normalised activations, the latents) are exact in fp16, and V and U round
 8 times finer than in bf16, so the transforms add little to the direct conv's error; the products accumulate and
 M is kept in fp32 (no fp16 overflow).
 
 Three steps per conv: `_vin_kernel` writes V once per input frame (each frame serves three output frames and every
-output channel), laid out (16, B, tiles, frames, C) so that an output frame's three taps are one row of 3 C values;
-per output frame one cuBLAS batched GEMM over the 16 positions (K = 3 C) gives M; `_vout_kernel` takes M back to
+output channel), laid out (positions, B, tiles, frames, C) so that an output frame's three taps are one row of 3 C
+values; per output frame one cuBLAS batched GEMM over the positions (K = 3 C) gives M; `_vout_kernel` takes M back to
 pixels with the bias. One frame's M at a time keeps the peak low.
 
 Layout: the conv's input buffer (B, C, 2 + n, rows, W) and its output (B, Co, n, H, W) are channels-last, as in

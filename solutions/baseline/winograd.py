@@ -178,8 +178,6 @@ if triton is not None:
             if COLS == 2:                         # AT's rows
                 z0 = a0 + a1 + a2
                 z1 = a1 - a2 - a3
-                z2 = z0
-                z3 = z1
             else:                                 # AT4's rows
                 a4 = tl.load(src + (N * i + 4) * PLANE, mask=m, other=0.0).to(tl.float32)
                 a5 = tl.load(src + (N * i + 5) * PLANE, mask=m, other=0.0).to(tl.float32)
@@ -218,30 +216,21 @@ if triton is not None:
                 y12 += bv
                 y13 += bv
         base = out + co[None, :].to(tl.int64) * oc
-        for p in tl.static_range(2):
-            for q in tl.static_range(COLS):
-                oy_ = 2 * ty + p
-                col = COLS * tx + q
-                mk = (tmask & (col < W) & (oy_ < H))[:, None] & comask[None, :]
-                if p == 0:
-                    if q == 0:
-                        val = y00
-                    elif q == 1:
-                        val = y01
-                    elif q == 2:
-                        val = y02
-                    else:
-                        val = y03
-                else:
-                    if q == 0:
-                        val = y10
-                    elif q == 1:
-                        val = y11
-                    elif q == 2:
-                        val = y12
-                    else:
-                        val = y13
-                tl.store(base + (oy_ * oy + col * ox)[:, None], val.to(out.dtype.element_ty), mask=mk)
+        _put(base, y00, 2 * ty, COLS * tx, oy, ox, H, W, tmask, comask)
+        _put(base, y01, 2 * ty, COLS * tx + 1, oy, ox, H, W, tmask, comask)
+        _put(base, y10, 2 * ty + 1, COLS * tx, oy, ox, H, W, tmask, comask)
+        _put(base, y11, 2 * ty + 1, COLS * tx + 1, oy, ox, H, W, tmask, comask)
+        if COLS == 4:
+            _put(base, y02, 2 * ty, 4 * tx + 2, oy, ox, H, W, tmask, comask)
+            _put(base, y03, 2 * ty, 4 * tx + 3, oy, ox, H, W, tmask, comask)
+            _put(base, y12, 2 * ty + 1, 4 * tx + 2, oy, ox, H, W, tmask, comask)
+            _put(base, y13, 2 * ty + 1, 4 * tx + 3, oy, ox, H, W, tmask, comask)
+
+    @triton.jit
+    def _put(base, val, row, col, oy, ox, H, W, tmask, comask):
+        """One output pixel of BM tiles (row, col) for BN channels, where it lies inside the frame."""
+        mk = (tmask & (col < W) & (row < H))[:, None] & comask[None, :]
+        tl.store(base + (row * oy + col * ox)[:, None], val.to(base.dtype.element_ty), mask=mk)
 
 
 def conv(buf, u, pad_rows, bias=None, out=None, bm=32, bk=64, v_bytes=V_BYTES, kernels=None):

@@ -379,6 +379,7 @@ def test_an_audit_that_does_not_end_fails_the_gate(monkeypatch):
     assert time.monotonic() - started < 15
 
 
+@pytest.mark.slow      # 28 s: a whole f121 gate; the estimate stays in the default tier (test_inputs, test_data_split)
 def test_an_error_past_the_rule_within_the_release_check_fails_on_the_secret_tile(tiny_data, tmp_path):
     """tests/cheats/errs_past_the_rule.py: the release plus 3.3 times its own error, inside the release check's widened
     allowance and past the task's rule. With --fp32 tile (the GPUs' default) every long fresh draw's whole video

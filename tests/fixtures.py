@@ -443,6 +443,9 @@ FIXTURES = [
             bench=Bench("passed", run=CORPUS), ci=Gate(0, None, "passed", ""), audit=(), tier=SLOW),
     Fixture("tests/honest/logs_progress.py", HONEST, BOTH, "logging.basicConfig, prints and a progress line on stderr",
             bench=Bench("passed", run=CORPUS), ci=Gate(0, None, "passed", ""), audit=(), tier=SLOW),
+    Fixture("tests/honest/tunables.py", HONEST, BOTH, "tunables from the environment, a seed, an lru_cache, a "
+            "custom op, gc and empty_cache after each call", bench=Bench("passed", run=CORPUS),
+            ci=Gate(0, None, "passed", ""), audit=("environment", "state", "introspection"), tier=SLOW),
     Fixture("solutions/diffusers", HONEST, BOTH, "diffusers' own decode (an optional dependency)",
             ci=Gate(0, None, "passed", ""), audit=(), tier=SLOW),
 

@@ -37,9 +37,8 @@ def main():
         from helpers import random_weights
         weights = [w.to(torch.bfloat16) for w in random_weights(spec.FULL, device="cuda")]
         g = torch.Generator(device="cuda").manual_seed(1)
-        c, (h, w) = spec.FULL.latent_channels, spec.FULL.latent_hw
-        t = spec.CLIPS[spec.WORKLOADS[workload].clip]["latent_frames"]
-        z = torch.randn(1, c, t, h, w, device="cuda", generator=g).to(torch.bfloat16)
+        z = torch.randn(1, spec.LATENT_CHANNELS, spec.WORKLOADS[workload].latent_frames, *spec.LATENT_HW,
+                        device="cuda", generator=g).to(torch.bfloat16)
     else:
         weights = spec.load_weights("cuda")
         z, = spec.make_inputs(workload, "cuda")

@@ -446,6 +446,8 @@ FIXTURES = [
     Fixture("tests/honest/tunables.py", HONEST, BOTH, "tunables from the environment, a seed, an lru_cache, a "
             "custom op, gc and empty_cache after each call", bench=Bench("passed", run=CORPUS),
             ci=Gate(0, None, "passed", ""), audit=("environment", "state", "introspection"), tier=SLOW),
+    Fixture("tests/honest/default_group.py", HONEST, BOTH, "torch.distributed's default group instead of pg",
+            bench=Bench("passed", run=CORPUS), ci=Gate(0, None, "passed", ""), audit=(), tier=SLOW),
     Fixture("solutions/diffusers", HONEST, BOTH, "diffusers' own decode (an optional dependency)",
             ci=Gate(0, None, "passed", ""), audit=(), tier=SLOW),
 

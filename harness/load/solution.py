@@ -2,8 +2,8 @@
 
 A solution is a directory holding `solution.py` (and optionally `solution.yml`) or a single `.py` file. It is
 imported by file location as a package of its own (`wan_solution_<hash>`), so a directory's other modules are
-reachable by relative import (`from . import kernels`); the repository root is importable for `spec` and
-`reference`. It must export `run(z, weights, rank, world, pg, out)` and may export
+reachable by relative import (`from . import kernels`), and its `__init__.py`, if any, runs first; the repository
+root is importable for `spec` and `reference`. It must export `run(z, weights, rank, world, pg, out)` and may export
 `prepare(weights, rank, world, pg)`.
 
 `solution.yml` (all keys optional):
@@ -229,24 +229,36 @@ def load(path):
         sys.path.insert(0, ROOT)
     package = f"wan_solution_{solution.content_hash}"
     base = os.path.dirname(solution.entry)
-    if os.path.isdir(solution.path):
-        # A package whose path is the directory, so the solution's own modules import relatively.
-        pkg = importlib.util.module_from_spec(importlib.machinery.ModuleSpec(package, None, is_package=True))
-        pkg.__path__ = [base]
-        sys.modules[package] = pkg
-        mod_name = f"{package}.solution"
-    else:
-        mod_name = package
-    mod_spec = importlib.util.spec_from_file_location(mod_name, solution.entry)
-    module = importlib.util.module_from_spec(mod_spec)
-    sys.modules[mod_name] = module
+    init = os.path.join(base, "__init__.py")
+    mod_name = f"{package}.solution" if os.path.isdir(solution.path) else package
+    sys.modules.pop(mod_name, None)
+    running = solution.entry
     try:
-        mod_spec.loader.exec_module(module)
+        if os.path.isdir(solution.path):
+            # A package whose path is the directory, so the solution's own modules import relatively. Its
+            # __init__.py, where there is one, runs first, as Python's own import of the package would run it.
+            if os.path.isfile(init):
+                pkg_spec = importlib.util.spec_from_file_location(package, init, submodule_search_locations=[base])
+            else:
+                pkg_spec = importlib.machinery.ModuleSpec(package, None, is_package=True)
+            pkg = importlib.util.module_from_spec(pkg_spec)
+            pkg.__path__ = [base]
+            sys.modules[package] = pkg
+            if pkg_spec.loader is not None:
+                running = init
+                pkg_spec.loader.exec_module(pkg)
+                running = solution.entry
+        module = sys.modules.get(mod_name)     # imported by the __init__.py already: one module, not two
+        if module is None:
+            mod_spec = importlib.util.spec_from_file_location(mod_name, solution.entry)
+            module = importlib.util.module_from_spec(mod_spec)
+            sys.modules[mod_name] = module
+            mod_spec.loader.exec_module(module)
     except Exception as e:
         hint = ""
         if isinstance(e, ImportError) and "relative import" in str(e) and not os.path.isdir(solution.path):
             hint = f" (a folder solution is given by its folder: {os.path.dirname(solution.entry)})"
-        raise SolutionError(f"{solution.entry}: import failed: {type(e).__name__}: {e}{hint}") from e
+        raise SolutionError(f"{running}: import failed: {type(e).__name__}: {e}{hint}") from e
     if not hasattr(module, "run"):
         near = [n for n in dir(module) if n.lower() in ("run_", "_run", "runn", "rn", "decode", "main", "forward")
                 or (n.lower().startswith("run") and n != "run")]

@@ -35,6 +35,17 @@ def test_file_and_directory_solutions(tmp_path):
     assert s.name == "pkg" and s.run(*[None] * 6) == "relative import works" and s.prepare is not None
 
 
+@pytest.mark.parametrize("init", ["SCALE = 'set by the package'\n",
+                                  "SCALE = 'set by the package'\nfrom .solution import run  # noqa: E402\n"])
+def test_a_folders_init_runs_once_before_its_solution(tmp_path, init):
+    """A folder with an `__init__.py` is a package: it runs first (once), so solution.py can import what it defines,
+    and an `__init__.py` that imports solution.py itself leaves one module, not two."""
+    write(tmp_path / "pkg" / "__init__.py", "import itertools\nCOUNT = itertools.count()\n" + init)
+    write(tmp_path / "pkg" / "solution.py", "from . import SCALE, COUNT\nLOADS = next(COUNT)\n"
+          "def run(z, weights, rank, world, pg, out):\n    return SCALE, LOADS\n")
+    assert loader.load(str(tmp_path / "pkg")).run(*[None] * 6) == ("set by the package", 0)
+
+
 def test_manifest_name_and_content_hash(tmp_path):
     write(tmp_path / "a" / "solution.py", "def run(z, weights, rank, world, pg, out):\n    pass\n")
     write(tmp_path / "a" / "solution.yml", "name: fancy\nlanguage: python\n")

@@ -47,7 +47,8 @@ MIN_CUDNN = 91500                      # older cuDNN disables or breaks bf16 con
 # direct conv stays faster at the 8x level (docs/perf-notes.md, "Winograd").
 WINOGRAD_LEVELS = (0, 1, 2)
 # Their tiles: 2 x WINOGRAD_COLS outputs. 2 is F(2x2,3x3); 4 is F(2x4,3x3), 3/4 of its bytes of V and M and of its
-# products for 1.14x its error in those convs (tools/baseline/winograd_error.py; not yet timed on a GPU).
+# products for 1.14x its error in those convs (tools/baseline/winograd_error.py). F(2x4) took 6.5% off f481 but its
+# transformed weights are 1.5x larger: a peak of 10.5 GiB (docs/perf-notes.md, "F(2x4) timed stand-alone").
 WINOGRAD_COLS = 2
 
 

@@ -229,7 +229,6 @@ def load(path):
         sys.path.insert(0, ROOT)
     package = f"wan_solution_{solution.content_hash}"
     base = os.path.dirname(solution.entry)
-    init = os.path.join(base, "__init__.py")
     mod_name = f"{package}.solution" if os.path.isdir(solution.path) else package
     sys.modules.pop(mod_name, None)
     running = solution.entry
@@ -237,6 +236,7 @@ def load(path):
         if os.path.isdir(solution.path):
             # A package whose path is the directory, so the solution's own modules import relatively. Its
             # __init__.py, where there is one, runs first, as Python's own import of the package would run it.
+            init = os.path.join(base, "__init__.py")
             if os.path.isfile(init):
                 pkg_spec = importlib.util.spec_from_file_location(package, init, submodule_search_locations=[base])
             else:

@@ -1,5 +1,6 @@
-"""The gate's plan (ci.py): the audit, then per world fresh latents and every stored workload through the same rank
-processes and judge as bench, each call checked in this process, and the roofline floor.
+"""The gate's plan (ci.py): the audit (in a child process, while the first world's references decode and its group
+starts), then per world fresh latents and every stored workload through the same rank processes and judge as bench,
+each call checked in this process, and the roofline floor.
 
 Fresh latents exist nowhere on disk (harness/judge/fresh.py). For each world: --fresh-calls draws of f5's shape and
 of the timed shapes of the world's workloads, each verified in full against the gate's own decodes of them
@@ -23,6 +24,7 @@ import os
 import secrets
 import subprocess
 import sys
+import time
 
 import bounds
 import spec
@@ -60,32 +62,47 @@ class Gate:
         self.peaks = bounds.peaks_for(self.cpu, name)
         self.device = "cpu" if self.cpu else "cuda:0"
         self.run_ = None
+        self.audit_proc = self.audit_started = None
         self.atlas = error_maps.Atlas(self.geometry, every=args.maps, report=args.report)
         self.info, self.solution = {}, None     # each world's ranks as they started; the solution described
         self.review = []                        # the audit's review notes (they fail only with --strict)
         self.breakdown = Breakdown()
         self.check = fp32_check(args, self.cpu)
 
+    def start_audit(self):
+        """audit.py in a child process, started first so that it reads the solution while the judge makes its data
+        and decodes its references and the first group starts (seconds of the gate's wall time); audit() takes its
+        verdict."""
+        self.audit_started = time.monotonic()
+        if not self.args.no_audit:
+            self.audit_proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "audit.py"), self.args.solution,
+                                                "--json", "-"], cwd=ROOT, stdout=subprocess.PIPE,
+                                               stderr=subprocess.PIPE, text=True)
+
     def audit(self):
-        """audit.py in a child process with a deadline (AUDIT_S, times --timeout-scale where that is above 1: a
-        scale that shortens the calls' deadlines would fail an honest audit on a loaded machine): its verdict, or a
-        failure."""
-        if self.args.no_audit:
+        """The verdict of start_audit's child, by a deadline (AUDIT_S from its start, times --timeout-scale where
+        that is above 1: a scale that shortens the calls' deadlines would fail an honest audit on a loaded
+        machine), or a failure. Once: after the first group starts, before its first call."""
+        if self.audit_started is None:
+            return
+        started, proc, self.audit_started, self.audit_proc = self.audit_started, self.audit_proc, None, None
+        if proc is None:
             self.add("audit", "skipped", "--no-audit")
             return
         limit = AUDIT_S * max(1.0, self.args.timeout_scale)
         try:
-            p = subprocess.run([sys.executable, os.path.join(ROOT, "audit.py"), self.args.solution, "--json", "-"],
-                               cwd=ROOT, capture_output=True, text=True, timeout=limit)
-            found = json.loads(p.stdout) if p.returncode in (0, 1) else None
+            out, err = proc.communicate(timeout=max(0.0, limit - (time.monotonic() - started)))
+            found = json.loads(out) if proc.returncode in (0, 1) else None
         except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
             self.add("audit", "audit", f"the audit did not finish in {limit:.0f} s: a source that slows its reading "
                                        f"is not audited")
             return
         except ValueError:
             found = None
         if found is None:
-            self.add("audit", "audit", f"the audit failed (exit {p.returncode}): {p.stderr.strip()[-300:]}")
+            self.add("audit", "audit", f"the audit failed (exit {proc.returncode}): {err.strip()[-300:]}")
             return
         allowed = [f"{a['file']}:{a['line']}: {a['rule']}: {a['reason']} -- {a['allowance']}" for a in found["allowed"]]
         self.review = [{k: f[k] for k in ("file", "line", "rule", "reason", "look", "text")} for f in found["review"]]
@@ -155,11 +172,17 @@ class Gate:
         return floored(call, t, world, self.peaks, self.geometry)
 
     def run(self, workloads):
-        """Run the plan on `workloads` (those this machine can run)."""
+        """Run the plan on `workloads` (those this machine can run), the audit beside its first steps."""
+        self.start_audit()
+        try:
+            self.run_plan(workloads)
+        finally:
+            self.audit()        # where the plan stopped before its first group
+
+    def run_plan(self, workloads):
         import data.make
         from harness.load.solution import SolutionError, build_in_child, describe
         args = self.args
-        self.audit()
         if args.release and not self.cpu:
             self.add("fp32 checks", "skipped", "--release: the long fresh clips checked against the release bf16 "
                                                "decode, the allowance widened by its error")
@@ -243,6 +266,7 @@ class Gate:
                         group, first = Group(desc, world, self.geometry, self.cpu, self.buffers, self.run_, frames,
                                              self.run_.lock), True
                     self.info.setdefault(f"x{world}", group.info)
+                    self.audit()     # its verdict before the first call: no call shares the CPU with it
                 except GroupFailed as e:
                     settle(list(pending))
                     self.add(f"start x{world}", e.status, e.message)
@@ -307,5 +331,8 @@ class Gate:
         return [(c["status"], f"on a second look: {c['reason']}") for c in calls if c["status"] != "passed"]
 
     def close(self):
+        if self.audit_proc is not None:
+            self.audit_proc.kill()
+            self.audit_proc.communicate()
         if self.run_ is not None:
             self.run_.close()

@@ -373,7 +373,9 @@ def test_an_audit_that_does_not_end_fails_the_gate(monkeypatch):
     args = types.SimpleNamespace(no_audit=False, timeout_scale=1.0,
                                  solution=os.path.join(CHEATS, "slows_its_audit"))
     started = time.monotonic()
-    gate_plan.Gate.audit(types.SimpleNamespace(args=args, add=lambda *a, **k: said.append(a), review=[]))
+    gate = types.SimpleNamespace(args=args, add=lambda *a, **k: said.append(a), review=[])
+    gate_plan.Gate.start_audit(gate)
+    gate_plan.Gate.audit(gate)
     assert said == [("audit", "audit", "the audit did not finish in 2 s: a source that slows its reading is not "
                                        "audited")]
     assert time.monotonic() - started < 15

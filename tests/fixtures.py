@@ -42,7 +42,7 @@ BESIDE = "beside"       # every such cheat in one run beside the reference, on f
 PROFILED = "profiled"   # the same under --profile
 INPUTS = "inputs"       # beside the reference on f5x1 and f121x1, no warm-up, two timed calls
 ALONE = "alone"         # alone on its workload and f1x1, deadlines scaled down
-CORPUS = "corpus"       # the honest corpus but the slow to build and diffusers, together (f5x1; slow: f121x2,f17x4)
+CORPUS = "corpus"       # the honest corpus but the slow to build and diffusers, together (f5x1; slow: f121x4)
 
 # Under a user of its own a rank cannot open its command pipe for writing (the judge's, mode 0600); as root it can,
 # and the judge's deadline on its writes fails it (test_trust's test_a_full_command_pipe_cannot_hang_the_judge).

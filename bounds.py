@@ -113,11 +113,11 @@ def breakdown(t, geometry=spec.FULL):
     return [(k, lvl, c, x) for (k, lvl), (c, x) in sorted(rows.items(), key=lambda kv: -kv[1][0])]
 
 
-# What the shipped baseline executes (solutions/baseline): Winograd F(2x2,3x3) for the causal 3x3x3 convs at these
-# spatial scales (16 of 36 multiplies; its WINOGRAD_LEVELS, tests/task/test_bounds.py keeps the two equal), and every
-# resample as four 2x2 phase convs (4/9 of the 3x3 conv after the 2x upsample).
-BASELINE_WINOGRAD_SCALES = (1, 2, 4)
-BASELINE_WINOGRAD_COLS = 2       # its tiles' output columns (2 rows): 4 (COLS + 2) multiplies per 2 COLS outputs
+# What the shipped baseline executes (solutions/baseline): Winograd for the causal 3x3x3 convs at these spatial
+# scales, with tiles of 2 rows and this many output columns (its WINOGRAD_COLS by level; tests/task/test_bounds.py
+# keeps the two equal): 4 (COLS + 2) multiplies per 2 COLS outputs, 16 of 36 for F(2x2,3x3) and 24 of 72 for
+# F(2x4,3x3). Every resample runs as four 2x2 phase convs (4/9 of the 3x3 conv after the 2x upsample).
+BASELINE_WINOGRAD_COLS = {1: 2, 2: 2, 4: 2}
 
 
 def executed_by_weight(t, geometry=spec.FULL):
@@ -128,8 +128,9 @@ def executed_by_weight(t, geometry=spec.FULL):
         k = () if name == "attention" else tuple(shapes[name][2:])
         if ".resample." in name:
             f = f * 4 / 9
-        elif k == (3, 3, 3) and spec.conv_level(name, t)[1] in BASELINE_WINOGRAD_SCALES:
-            f = f * 4 * (BASELINE_WINOGRAD_COLS + 2) / (9 * 2 * BASELINE_WINOGRAD_COLS)
+        elif k == (3, 3, 3) and spec.conv_level(name, t)[1] in BASELINE_WINOGRAD_COLS:
+            cols = BASELINE_WINOGRAD_COLS[spec.conv_level(name, t)[1]]
+            f = f * 4 * (cols + 2) / (9 * 2 * cols)
         out[name] = f
     return out
 

@@ -10,7 +10,7 @@ another way:
   4/9 of the FLOPs), one cuDNN call with 4 x C outputs; `kernels.shuffle` puts them back on the 2x grid together
   with the bias and the DupUp shortcut. The time conv runs as two convs (one per output frame), so its frame
   interleave is only where `shuffle` writes.
-- The causal 3x3x3 convs at the three lower levels (WINOGRAD_LEVELS) run as Winograd F(2x2,3x3) (winograd.py):
+- The causal 3x3x3 convs at the three lower levels run as Winograd F(2x2,3x3) (winograd.py, WINOGRAD_COLS):
   4/9 of the multiplies, fp16 operands, cuBLAS for the products; cuDNN's direct conv stays at the 8x level, and
   runs everywhere on a CPU without the Triton interpreter.
 - conv_out's bias, unpatchify and the clamp are one kernel writing into `out`.
@@ -43,22 +43,24 @@ CHUNK = 1
 CL3 = torch.channels_last_3d
 CL2 = torch.channels_last
 MIN_CUDNN = 91500                      # older cuDNN disables or breaks bf16 conv3d
-# The levels (spatial upsamples so far) whose causal 3x3x3 convs run as Winograd F(2x2,3x3) (winograd.py); cuDNN's
-# direct conv stays faster at the 8x level (docs/perf-notes.md, "Winograd").
-WINOGRAD_LEVELS = (0, 1, 2)
-# Their tiles: 2 x WINOGRAD_COLS outputs. 2 is F(2x2,3x3); 4 is F(2x4,3x3), 3/4 of its bytes of V and M and of its
-# products for 1.14x its error in those convs (tools/baseline/winograd_error.py). F(2x4) took 6.5% off f481 but its
-# transformed weights are 1.5x larger: a peak of 10.5 GiB (docs/perf-notes.md, "F(2x4) timed stand-alone").
-WINOGRAD_COLS = 2
+# The Winograd tile of the causal 3x3x3 convs by level (spatial upsamples so far): 2 x WINOGRAD_COLS[level] outputs.
+# 2 is F(2x2,3x3); 4 is F(2x4,3x3), 3/4 of its bytes of V and M and of its products for 1.14x its error in those
+# convs (tools/baseline/winograd_error.py). F(2x4) at levels 0-2 took 6.5% off f481 but its transformed weights are
+# 1.5x larger: a peak of 10.5 GiB (docs/perf-notes.md, "F(2x4) timed stand-alone"). cuDNN's direct conv serves the
+# levels not listed: it stays faster at the 8x level (docs/perf-notes.md, "Winograd").
+WINOGRAD_COLS = {0: 2, 1: 2, 2: 2}
 
 
 def winograd_convs(geometry):
-    """Names of the causal 3x3x3 convs at WINOGRAD_LEVELS."""
-    out = ["decoder.conv_in"] + [f"decoder.mid_block.resnets.{j}.conv{k}" for j in (0, 1) for k in (1, 2)]
+    """{name: tile columns} of the causal 3x3x3 convs at the levels of WINOGRAD_COLS."""
+    out = {}
+    if 0 in WINOGRAD_COLS:     # conv_in and the mid block run at the latents' level too
+        out = {name: WINOGRAD_COLS[0] for name in ["decoder.conv_in"] + [f"decoder.mid_block.resnets.{j}.conv{k}"
+                                                                         for j in (0, 1) for k in (1, 2)]}
     for i in range(len(geometry.up_blocks)):
-        if i in WINOGRAD_LEVELS:   # up block i runs at level i: one spatial upsample ends each block before it
-            out += [f"decoder.up_blocks.{i}.resnets.{j}.conv{k}" for j in range(spec.RESNETS_PER_UP_BLOCK)
-                    for k in (1, 2)]
+        if i in WINOGRAD_COLS:   # up block i runs at level i: one spatial upsample ends each block before it
+            out.update({f"decoder.up_blocks.{i}.resnets.{j}.conv{k}": WINOGRAD_COLS[i]
+                        for j in range(spec.RESNETS_PER_UP_BLOCK) for k in (1, 2)})
     return out
 
 
@@ -137,11 +139,10 @@ def laid_out(weights):
             w, b = W[f"{u}.time_conv.weight"], W[f"{u}.time_conv.bias"]
             # copies, not views: prepare() frees the whole tensors
             out += [_layout(w[:cout].clone()), _layout(w[cout:].clone()), b[:cout].clone(), b[cout:].clone()]
-    for name in winograd_convs(g):
+    for name, cols in winograd_convs(g).items():
         w = W[f"{name}.weight"]
         # fp16 operands for bf16 weights (finer than bf16, same speed); an fp32 decode stays fp32.
-        out.append(winograd.transform_weights(w, torch.float32 if w.dtype == torch.float32 else torch.float16,
-                                              WINOGRAD_COLS))
+        out.append(winograd.transform_weights(w, torch.float32 if w.dtype == torch.float32 else torch.float16, cols))
     return out
 
 

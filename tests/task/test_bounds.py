@@ -97,23 +97,27 @@ def test_impossible_admits_exact_algorithms_and_not_replays():
     assert bounds.bound_of(2, 1, bounds.CPU_PEAK, spec.TINY)["floor_s"] > 1e-3
 
 
-def test_executed_flops_follow_the_baselines_algorithms():
+def test_executed_flops_follow_the_baselines_algorithms(monkeypatch):
     from helpers import baseline
     sol = baseline()
     # bounds' copy of the baseline's Winograd levels (bounds imports no solution) is the baseline's.
-    assert bounds.BASELINE_WINOGRAD_SCALES == tuple(2 ** level for level in sol.WINOGRAD_LEVELS)
-    assert bounds.BASELINE_WINOGRAD_COLS == sol.WINOGRAD_COLS
+    assert bounds.BASELINE_WINOGRAD_COLS == {2 ** level: cols for level, cols in sol.WINOGRAD_COLS.items()}
     counted, executed = spec.flops_by_weight(31), bounds.executed_by_weight(31)
     by_level = {n: spec.conv_level(n, 31)[1] for n in counted if n != "attention"}
-    # A 3x3x3 conv at 2x by Winograd: 16 of 36 multiplies; at 8x the direct conv; a resample by phases: 4 of 9.
-    assert executed["decoder.up_blocks.1.resnets.0.conv1.weight"] == counted["decoder.up_blocks.1.resnets.0.conv1.weight"] * 16 / 36
+    # A 3x3x3 conv at 2x by Winograd F(2x2): 16 of 36 multiplies, by F(2x4): 24 of 72; at 8x the direct conv; a
+    # resample by phases: 4 of 9.
+    up1 = "decoder.up_blocks.1.resnets.0.conv1.weight"
+    for cols, share in ((2, 16 / 36), (4, 24 / 72)):
+        monkeypatch.setattr(bounds, "BASELINE_WINOGRAD_COLS", {1: 2, 2: cols, 4: 2})
+        assert bounds.executed_by_weight(31)[up1] == counted[up1] * share
+    monkeypatch.undo()
     assert executed["decoder.up_blocks.3.resnets.0.conv1.weight"] == counted["decoder.up_blocks.3.resnets.0.conv1.weight"]
     assert executed["decoder.up_blocks.2.upsampler.resample.1.weight"] == \
         counted["decoder.up_blocks.2.upsampler.resample.1.weight"] * 4 / 9
     assert executed["attention"] == counted["attention"]
     winograd = {n for n in counted if n != "attention" and executed[n] != counted[n] and ".resample." not in n}
     assert winograd == {f"{n}.weight" for n in sol.winograd_convs(spec.FULL)}
-    assert all(by_level[n] in bounds.BASELINE_WINOGRAD_SCALES for n in winograd)
+    assert all(by_level[n] in bounds.BASELINE_WINOGRAD_COLS for n in winograd)
 
 
 def test_gpu_names():

@@ -57,7 +57,7 @@ def main():
     sol = loader.load(a.solution)
     sol.module.CHUNK = a.chunk
     if a.no_winograd:
-        sol.module.WINOGRAD_LEVELS = ()
+        sol.module.WINOGRAD_COLS = {}
     dev = torch.device("cuda")
     w = sol.prepare([t.to(torch.bfloat16) for t in random_weights(spec.FULL, device=dev)], 0, 1, None)
     gen = torch.Generator(dev).manual_seed(1)

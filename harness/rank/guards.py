@@ -12,6 +12,7 @@ import os
 import sys
 import threading
 import time
+import warnings
 
 _MISSING = object()
 
@@ -42,7 +43,9 @@ def _callables(owner):
     else:
         found = dict(vars(owner))
     # Data (flags such as torch.cuda._initialized, caches) changes legitimately; functions and classes do not.
-    return {k: v for k, v in found.items() if callable(v) or isinstance(v, (staticmethod, classmethod, property))}
+    with warnings.catch_warnings():     # a deprecated name (torch.distributed.reduce_op) warns when looked at
+        warnings.simplefilter("ignore")
+        return {k: v for k, v in found.items() if callable(v) or isinstance(v, (staticmethod, classmethod, property))}
 
 
 def snapshot(torch):

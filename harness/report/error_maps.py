@@ -87,7 +87,8 @@ def measure(out, ref, device, allow, world, geometry):
                  row_bad=row_bad.numpy(), col_sq=col_sq.numpy(), col_bad=col_bad.numpy(), worst=0, worst_d=None,
                  worst_ref=None, worst_out=None)
     bad = m.row_bad.sum(1)
-    over = np.maximum(m.frame_max / allow["max_abs"], m.frame_rms() / allow["rms"])
+    # float64: a frame's max|d| near the largest bf16 over a small allowance overflows float32
+    over = np.maximum(m.frame_max.astype(np.float64) / allow["max_abs"], m.frame_rms() / allow["rms"])
     m.worst = k = int(bad.argmax()) if bad.any() else int(over.argmax())
     o, r = out[0, :, k].to(device).float(), ref[0, :, k].to(device).float()       # (3, H, W)
     finite = torch.isfinite(o)

@@ -33,6 +33,14 @@ def test_file_and_directory_solutions(tmp_path):
           "def run(z, weights, rank, world, pg, out):\n    return helpers.VALUE\n")
     s = loader.load(str(tmp_path / "pkg"))
     assert s.name == "pkg" and s.run(*[None] * 6) == "relative import works" and s.prepare is not None
+    # a subpackage of the folder, imported relatively from solution.py and from within itself
+    write(tmp_path / "deep" / "ops" / "__init__.py", "from .clamp import clamp\n")
+    write(tmp_path / "deep" / "ops" / "clamp.py", "from ..consts import LIMIT\n"
+          "def clamp(x):\n    return max(-LIMIT, min(LIMIT, x))\n")
+    write(tmp_path / "deep" / "consts.py", "LIMIT = 1\n")
+    write(tmp_path / "deep" / "solution.py", "from .ops import clamp\n"
+          "def run(z, weights, rank, world, pg, out):\n    return clamp(z)\n")
+    assert loader.load(str(tmp_path / "deep")).run(5, *[None] * 5) == 1
 
 
 @pytest.mark.parametrize("init", ["SCALE = 'set by the package'\n",

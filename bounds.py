@@ -128,8 +128,7 @@ def executed_by_weight(t, geometry=spec.FULL):
         k = () if name == "attention" else tuple(shapes[name][2:])
         if ".resample." in name:
             f = f * 4 / 9
-        elif k == (3, 3, 3) and spec.conv_level(name, t)[1] in BASELINE_WINOGRAD_COLS:
-            cols = BASELINE_WINOGRAD_COLS[spec.conv_level(name, t)[1]]
+        elif k == (3, 3, 3) and (cols := BASELINE_WINOGRAD_COLS.get(spec.conv_level(name, t)[1])):
             f = f * 4 * (cols + 2) / (9 * 2 * cols)
         out[name] = f
     return out

@@ -53,15 +53,11 @@ WINOGRAD_COLS = {0: 2, 1: 2, 2: 2}
 
 def winograd_convs(geometry):
     """{name: tile columns} of the causal 3x3x3 convs at the levels of WINOGRAD_COLS."""
-    out = {}
-    if 0 in WINOGRAD_COLS:     # conv_in and the mid block run at the latents' level too
-        out = {name: WINOGRAD_COLS[0] for name in ["decoder.conv_in"] + [f"decoder.mid_block.resnets.{j}.conv{k}"
-                                                                         for j in (0, 1) for k in (1, 2)]}
-    for i in range(len(geometry.up_blocks)):
-        if i in WINOGRAD_COLS:   # up block i runs at level i: one spatial upsample ends each block before it
-            out.update({f"decoder.up_blocks.{i}.resnets.{j}.conv{k}": WINOGRAD_COLS[i]
-                        for j in range(spec.RESNETS_PER_UP_BLOCK) for k in (1, 2)})
-    return out
+    # conv_in and the mid block run at level 0; up block i at level i (one spatial upsample ends each block before it)
+    at = [("decoder.conv_in", 0)] + [(f"decoder.mid_block.resnets.{j}.conv{k}", 0) for j in (0, 1) for k in (1, 2)]
+    at += [(f"decoder.up_blocks.{i}.resnets.{j}.conv{k}", i) for i in range(len(geometry.up_blocks))
+           for j in range(spec.RESNETS_PER_UP_BLOCK) for k in (1, 2)]
+    return {name: WINOGRAD_COLS[level] for name, level in at if level in WINOGRAD_COLS}
 
 
 def extra_names(geometry):
